@@ -1,0 +1,64 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Settings shared by every Swift target: Swift 6 mode comes from the tools version; these
+/// upcoming features keep imports explicit and existentials spelled out.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "PushRelay",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "pushrelay", targets: ["pushrelay"]),
+    ],
+    targets: [
+        // MARK: System libraries (C)
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // MARK: Pure logic
+        .target(name: "RelayCore", swiftSettings: swiftSettings),
+
+        // MARK: I/O layers
+        .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
+        .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+
+        // MARK: Wiring and executable
+        .target(
+            name: "RelayServer",
+            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(name: "pushrelay", dependencies: ["RelayServer"], swiftSettings: swiftSettings),
+
+        // MARK: Tests
+        .testTarget(
+            name: "RelayCoreTests",
+            dependencies: ["RelayCore", "RelayCrypto", "RelayStore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RelayServerTests",
+            dependencies: ["RelayServer", "RelayCore"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

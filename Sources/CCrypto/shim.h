@@ -1,0 +1,15 @@
+#ifndef PUSHRELAY_CCRYPTO_SHIM_H
+#define PUSHRELAY_CCRYPTO_SHIM_H
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+/// One-shot HMAC-SHA256; `out` must hold 32 bytes. Returns 1 on success.
+static inline int pr_hmac_sha256(const void *key, int key_len, const unsigned char *data, size_t data_len,
+                                 unsigned char *out) {
+    unsigned int out_len = 0;
+    return HMAC(EVP_sha256(), key, key_len, data, data_len, out, &out_len) != NULL && out_len == 32;
+}
+#endif

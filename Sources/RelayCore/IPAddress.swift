@@ -1,0 +1,85 @@
+/// An IPv4 or IPv6 address as 4 or 16 bytes. Only canonical textual forms are accepted
+/// (dotted decimal for IPv4): odd spellings such as `0x7f.1` are not addresses here, so they
+/// can only ever match an allow-list entry literally, never a CIDR.
+public struct IPAddress: Sendable, Hashable {
+    public var bytes: [UInt8]
+
+    public init?(_ text: some StringProtocol) {
+        if let v4 = Self.parseIPv4(Substring(text)) {
+            bytes = v4
+        } else if let v6 = Self.parseIPv6(Substring(text)) {
+            bytes = v6
+        } else {
+            return nil
+        }
+    }
+
+    public var isIPv4: Bool { bytes.count == 4 }
+
+    static func parseIPv4(_ text: Substring) -> [UInt8]? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var out: [UInt8] = []
+        for part in parts {
+            guard !part.isEmpty, part.count <= 3, part.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+            guard part.count == 1 || part.first != "0", let value = UInt8(part) else { return nil }
+            out.append(value)
+        }
+        return out
+    }
+
+    static func parseIPv6(_ text: Substring) -> [UInt8]? {
+        guard text.contains(":"), text.count <= 45 else { return nil }
+        var groups: [UInt16] = []
+        var tailV4: [UInt8]?
+        let halves = text.splitOnce("::")
+        guard halves.count == 1 || !halves[1].contains("::") else { return nil }
+        func parseGroups(_ part: Substring, allowV4Tail: Bool) -> [UInt16]? {
+            guard !part.isEmpty else { return [] }
+            var result: [UInt16] = []
+            let pieces = part.split(separator: ":", omittingEmptySubsequences: false)
+            for (index, piece) in pieces.enumerated() {
+                if allowV4Tail, index == pieces.count - 1, piece.contains(".") {
+                    guard let v4 = parseIPv4(piece) else { return nil }
+                    tailV4 = v4
+                    continue
+                }
+                guard (1...4).contains(piece.count), let value = UInt16(piece, radix: 16) else { return nil }
+                result.append(value)
+            }
+            return result
+        }
+        let head: [UInt16]
+        let tail: [UInt16]
+        if halves.count == 2 {
+            guard let h = parseGroups(halves[0], allowV4Tail: false), let t = parseGroups(halves[1], allowV4Tail: true)
+            else { return nil }
+            head = h
+            tail = t
+        } else {
+            guard let all = parseGroups(halves[0], allowV4Tail: true) else { return nil }
+            head = all
+            tail = []
+        }
+        let used = head.count + tail.count + (tailV4 == nil ? 0 : 2)
+        if halves.count == 2 {
+            guard used <= 7 else { return nil }
+            groups = head + [UInt16](repeating: 0, count: 8 - used) + tail
+        } else {
+            guard used == 8 else { return nil }
+            groups = head
+        }
+        var out: [UInt8] = []
+        for group in groups { out += [UInt8(group >> 8), UInt8(group & 0xFF)] }
+        if let tailV4 { out += tailV4 }
+        return out.count == 16 ? out : nil
+    }
+}
+
+extension Substring {
+    /// Splits at the first occurrence of `separator`: one part when it does not occur, else two.
+    func splitOnce(_ separator: String) -> [Substring] {
+        guard let range = firstRange(of: separator) else { return [self] }
+        return [self[..<range.lowerBound], self[range.upperBound...]]
+    }
+}

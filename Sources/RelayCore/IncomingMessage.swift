@@ -1,0 +1,67 @@
+/// Priority of a message for the push notifier (RFC 8030 "Urgency", reduced to two levels).
+public enum Priority: String, Sendable {
+    case high
+    case normal
+}
+
+/// A validated `POST /v1/messages` body.
+public struct IncomingMessage: Sendable, Equatable {
+    /// The chat server's message id; the idempotency key.
+    public var id: String
+    public var recipients: [String]
+    /// The payload object, compactly serialized; relayed to clients exactly as stored.
+    public var payload: [UInt8]
+    public var conversationId: String?
+    public var senderId: String?
+    /// The `push` object (title, body, data), compactly serialized.
+    public var push: [UInt8]?
+    public var ttlSeconds: Int64
+    public var priority: Priority
+    public var collapseKey: String?
+
+    public static let maxRecipients = 1000
+    public static let maxTTLSeconds: Int64 = 31_536_000
+
+    /// Decodes and validates a parsed body.
+    /// - Parameters:
+    ///   - maxPayloadBytes: the largest serialized `payload` accepted (413 beyond).
+    ///   - defaultTTLSeconds: the TTL of a message that names none (the retention window).
+    public init(json: JSONValue, maxPayloadBytes: Int, defaultTTLSeconds: Int64) throws(ValidationError) {
+        let fields = try FieldReader(json)
+        id = try fields.string("id")
+        guard Identifier.isValidMessageId(id) else {
+            throw ValidationError(.invalidField, field: "id", "'id' must be 1 to 200 bytes without control characters")
+        }
+        recipients = try fields.identifierList("recipients", maxCount: Self.maxRecipients)
+        guard let payloadValue = fields.value("payload") else {
+            throw ValidationError(.missingField, field: "payload", "'payload' is required")
+        }
+        guard case .object = payloadValue else {
+            throw ValidationError(.invalidField, field: "payload", "'payload' must be an object, not \(payloadValue.kindName)")
+        }
+        payload = payloadValue.serialized
+        guard payload.count <= maxPayloadBytes else {
+            throw ValidationError(
+                .payloadTooLarge, field: "payload", "'payload' is \(payload.count) bytes; the limit is \(maxPayloadBytes)")
+        }
+        conversationId = try fields.optionalString("conversationId", maxLength: 200)
+        senderId = try fields.optionalString("senderId", maxLength: 200)
+        if let pushValue = try fields.optionalObject("push") {
+            let pushFields = try FieldReader(pushValue)
+            _ = try pushFields.optionalString("title", maxLength: 1024)
+            _ = try pushFields.optionalString("body", maxLength: 4096)
+            _ = try pushFields.optionalObject("data")
+            push = pushValue.serialized
+        }
+        ttlSeconds = try fields.optionalInteger("ttl", in: 1...Self.maxTTLSeconds) ?? defaultTTLSeconds
+        if let priorityText = try fields.optionalString("priority", maxLength: 16) {
+            guard let value = Priority(rawValue: priorityText) else {
+                throw ValidationError(.invalidField, field: "priority", "'priority' must be \"high\" or \"normal\"")
+            }
+            priority = value
+        } else {
+            priority = .normal
+        }
+        collapseKey = try fields.optionalString("collapseKey", maxLength: 128)
+    }
+}

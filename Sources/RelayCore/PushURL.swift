@@ -1,0 +1,57 @@
+/// A push or events URL, checked once at registration: `http` or `https`, a host, an optional
+/// port, no credentials. Parsing is deliberately strict and pure (no Foundation `URL`, whose
+/// leniency differs across platforms).
+public struct PushURL: Sendable, Equatable {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+    /// Path and query, at least `/`.
+    public var target: String
+
+    public static let maxLength = 2048
+
+    public init(_ text: String) throws(ValidationError) {
+        func invalid(_ why: String) -> ValidationError { ValidationError(.invalidField, field: "pushUrl", why) }
+        guard text.utf8.count <= Self.maxLength, text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+        else { throw invalid("'pushUrl' must be an absolute http(s) URL of printable ASCII, at most 2048 bytes") }
+        guard let schemeEnd = text.firstRange(of: "://") else { throw invalid("'pushUrl' must be an absolute http(s) URL") }
+        scheme = text[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "http" || scheme == "https" else { throw invalid("'pushUrl' must use http or https") }
+        let rest = text[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        var path = String(rest[authorityEnd...])
+        if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
+        if path.isEmpty {
+            target = "/"
+        } else if path.hasPrefix("/") {
+            target = path
+        } else {
+            target = "/" + path
+        }
+        guard !authority.contains("@") else { throw invalid("'pushUrl' must not carry credentials") }
+        var hostPart = Substring(authority)
+        var portPart: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw invalid("'pushUrl' has a malformed IPv6 host") }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw invalid("'pushUrl' has a malformed host") }
+                portPart = after.dropFirst()
+            }
+            guard IPAddress(hostPart) != nil else { throw invalid("'pushUrl' has a malformed IPv6 host") }
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            portPart = authority[authority.index(after: colon)...]
+        }
+        guard !hostPart.isEmpty else { throw invalid("'pushUrl' has no host") }
+        host = hostPart.lowercased()
+        if let portPart {
+            guard let value = Int(portPart), (1...65535).contains(value) else { throw invalid("'pushUrl' has a bad port") }
+            port = value
+        } else {
+            port = scheme == "https" ? 443 : 80
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import RelayCore
+package import RelayHTTP
+import RelayStore
+
+/// An error answer: status, machine-readable code, human message, rendered as
+/// `{"error":{"code":…,"message":…}}`.
+package struct APIError: Error, Sendable {
+    package var status: Int
+    package var code: String
+    package var message: String
+    package var headers: [(name: String, value: String)] = []
+
+    package init(_ status: Int, _ code: String, _ message: String, headers: [(name: String, value: String)] = []) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    package var response: HTTPResponse {
+        var response = HTTPResponse.error(status, code: code, message: message)
+        response.headers += headers
+        return response
+    }
+
+    static func unauthorized(_ message: String) -> APIError {
+        APIError(401, "unauthorized", message, headers: [("WWW-Authenticate", "Bearer")])
+    }
+
+    static func forbidden(_ message: String) -> APIError { APIError(403, "forbidden", message) }
+
+    static func invalid(_ message: String) -> APIError { APIError(400, "invalid_field", message) }
+
+    static func notFound(_ message: String) -> APIError { APIError(404, "not_found", message) }
+
+    static func validation(_ error: ValidationError) -> APIError {
+        APIError(error.kind == .payloadTooLarge ? 413 : 400, error.code, error.message)
+    }
+
+    static func store(_ error: StoreError) -> APIError {
+        switch error {
+        case .closed: return APIError(503, "shutting_down", "the relay is shutting down; retry on another instance or later")
+        case .unavailable:
+            return APIError(503, "store_unavailable", "the message store is unavailable; nothing was stored, retry later")
+        }
+    }
+}

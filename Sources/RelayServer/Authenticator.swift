@@ -1,0 +1,73 @@
+package import RelayCore
+import RelayCrypto
+package import RelayHTTP
+
+/// Who is calling.
+package enum Principal: Sendable {
+    /// The chat server, with a server key: may do everything.
+    case server
+    /// A client app, with a token: may touch only its own user.
+    case client(ClientClaims)
+}
+
+/// Checks `Authorization: Bearer …` against the server keys and the client-token secret.
+package struct Authenticator: Sendable {
+    /// SHA-256 of each server key: comparing digests keeps the comparison constant-time and
+    /// independent of the keys' lengths.
+    private let serverKeyDigests: [[UInt8]]
+    package let tokens: ClientTokenCodec
+    private let now: @Sendable () -> Timestamp
+
+    package init(serverKeys: [String], tokens: ClientTokenCodec, now: @escaping @Sendable () -> Timestamp) {
+        serverKeyDigests = serverKeys.map { Crypto.sha256(Array($0.utf8)) }
+        self.tokens = tokens
+        self.now = now
+    }
+
+    static func bearer(_ request: HTTPRequest) -> String? {
+        guard let header = request.header("authorization") else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let credential = parts[1].trimmingPrefix(" ")
+        return credential.isEmpty ? nil : String(credential)
+    }
+
+    package func authenticate(credential: String?) throws(APIError) -> Principal {
+        guard let credential else {
+            throw .unauthorized("missing credentials: send 'Authorization: Bearer <server key or client token>'")
+        }
+        let digest = Crypto.sha256(Array(credential.utf8))
+        var isServer = false
+        for key in serverKeyDigests where ConstantTime.equals(key, digest) { isServer = true }
+        if isServer { return .server }
+        // Only something shaped like a JWT is tried as a token; anything else is a wrong key.
+        guard credential.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 else {
+            throw .unauthorized("invalid credentials")
+        }
+        do {
+            return .client(try tokens.verify(credential, now: now().seconds))
+        } catch {
+            throw .unauthorized(error.message)
+        }
+    }
+
+    package func authenticate(_ request: HTTPRequest) throws(APIError) -> Principal {
+        try authenticate(credential: Self.bearer(request))
+    }
+
+    /// Server-only endpoints: a valid client token gets 403, no credential 401.
+    package func requireServer(_ request: HTTPRequest) throws(APIError) {
+        guard case .server = try authenticate(request) else {
+            throw .forbidden("this endpoint needs a server key; client tokens may not call it")
+        }
+    }
+
+    /// Client endpoints: the server, or a client whose token's `sub` is `userId`.
+    package func requireUser(_ request: HTTPRequest, userId: String) throws(APIError) -> Principal {
+        let principal = try authenticate(request)
+        if case .client(let claims) = principal, claims.userId != userId {
+            throw .forbidden("a client token may only access its own user")
+        }
+        return principal
+    }
+}

@@ -1,0 +1,200 @@
+import Foundation
+import RelayCore
+import RelayHTTP
+
+/// Builds a `RelayConfig` from file, environment and flags, in that order of precedence
+/// (flags win). One table names each setting once for all three sources.
+package enum ConfigLoader {
+    package struct Error: Swift.Error, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// A setting: its JSON key, and how to apply a textual value to the config.
+    struct Setting: Sendable {
+        let key: String
+        let apply: @Sendable (inout RelayConfig, String) throws(Error) -> Void
+
+        /// `PUSHRELAY_PUSH_DELAY_MS` for `pushDelayMs`.
+        var environmentName: String {
+            var name = "PUSHRELAY_"
+            for character in key {
+                if character.isUppercase { name.append("_") }
+                name.append(contentsOf: character.uppercased())
+            }
+            return name
+        }
+
+        /// `--push-delay-ms` for `pushDelayMs`.
+        var flag: String {
+            var name = "--"
+            for character in key {
+                if character.isUppercase { name.append("-") }
+                name.append(contentsOf: character.lowercased())
+            }
+            return name
+        }
+    }
+
+    static func string(_ key: String, _ path: WritableKeyPath<RelayConfig, String>) -> Setting {
+        nonisolated(unsafe) let path = path  // key paths to stored properties are immutable
+        return Setting(key: key) { config, value throws(Error) in
+            guard !value.isEmpty else { throw Error(description: "\(key) must not be empty") }
+            config[keyPath: path] = value
+        }
+    }
+
+    static func optionalString(_ key: String, _ path: WritableKeyPath<RelayConfig, String?>) -> Setting {
+        nonisolated(unsafe) let path = path
+        return Setting(key: key) { config, value throws(Error) in config[keyPath: path] = value.isEmpty ? nil : value }
+    }
+
+    static func list(_ key: String, _ path: WritableKeyPath<RelayConfig, [String]>) -> Setting {
+        nonisolated(unsafe) let path = path
+        return Setting(key: key) { config, value throws(Error) in
+            config[keyPath: path] = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        }
+    }
+
+    static func integer<T: FixedWidthInteger & Sendable>(
+        _ key: String, _ path: WritableKeyPath<RelayConfig, T>, _ range: ClosedRange<T>
+   ) -> Setting {
+        nonisolated(unsafe) let path = path
+        return Setting(key: key) { config, value throws(Error) in
+            guard let number = T(value.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+                throw Error(description: "\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+            }
+            config[keyPath: path] = number
+        }
+    }
+
+    static let settings: [Setting] = [
+        string("listen", \.listen),
+        string("db", \.db),
+        list("serverKeys", \.serverKeys),
+        optionalString("clientTokenSecret", \.clientTokenSecret),
+        optionalString("webhookSecret", \.webhookSecret),
+        list("pushAllowedHosts", \.pushAllowedHosts),
+        optionalString("eventsUrl", \.eventsUrl),
+        integer("pushDelayMs", \.pushDelayMs, 0...86_400_000),
+        integer("ackTimeoutMs", \.ackTimeoutMs, 100...86_400_000),
+        integer("pingIntervalMs", \.pingIntervalMs, 100...3_600_000),
+        integer("retentionS", \.retentionS, 1...31_536_000),
+        integer("pushRetryBaseMs", \.pushRetryBaseMs, 1...3_600_000),
+        integer("pushRetryCapMs", \.pushRetryCapMs, 1...86_400_000),
+        integer("maxPayloadBytes", \.maxPayloadBytes, 16...16_777_216),
+        integer("maxWsMessageBytes", \.maxWsMessageBytes, 125...16_777_216),
+        integer("maxBodyBytes", \.maxBodyBytes, 1024...67_108_864),
+        integer("httpThreads", \.httpThreads, 1...256),
+        integer("maxConnections", \.maxConnections, 1...1_000_000),
+        integer("maxConnectionsPerIp", \.maxConnectionsPerIp, 0...1_000_000),
+        integer("connectionTimeoutS", \.connectionTimeoutS, 0...86_400),
+        Setting(key: "logLevel") { config, value throws(Error) in
+            guard LogLevel(rawValue: value) != nil else {
+                throw Error(description: "logLevel must be debug, info, warning or error, not '\(value)'")
+            }
+            config.logLevel = value
+        },
+        optionalString("metricsKey", \.metricsKey),
+        integer("pruneIntervalS", \.pruneIntervalS, 1...86_400),
+    ]
+
+    /// Loads the configuration.
+    /// - Parameters:
+    ///   - arguments: command-line arguments after the subcommand; `--config FILE` names the file.
+    ///   - environment: the process environment.
+    /// - Returns: the config and the arguments that were not settings (for the subcommand).
+    package static func load(
+        arguments: [String], environment: [String: String]
+    ) throws(Error) -> (config: RelayConfig, rest: [String]) {
+        var config = RelayConfig()
+        var flags: [(Setting, String)] = []
+        var rest: [String] = []
+        var configFile = environment["PUSHRELAY_CONFIG"]
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            let (name, inlineValue) = splitFlag(argument)
+            if name == "--config" || settings.contains(where: { $0.flag == name }) {
+                let value: String
+                if let inlineValue {
+                    value = inlineValue
+                } else {
+                    guard index + 1 < arguments.count else { throw Error(description: "\(name) needs a value") }
+                    index += 1
+                    value = arguments[index]
+                }
+                if name == "--config" {
+                    configFile = value
+                } else if let setting = settings.first(where: { $0.flag == name }) {
+                    flags.append((setting, value))
+                }
+            } else {
+                rest.append(argument)
+            }
+            index += 1
+        }
+        if let configFile { try applyFile(configFile, to: &config) }
+        for setting in settings {
+            if let value = environment[setting.environmentName] { try setting.apply(&config, value) }
+        }
+        for (setting, value) in flags { try setting.apply(&config, value) }
+        try validate(config)
+        return (config, rest)
+    }
+
+    private static func splitFlag(_ argument: String) -> (String, String?) {
+        guard argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+    }
+
+    private static func applyFile(_ path: String, to config: inout RelayConfig) throws(Error) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw Error(description: "cannot read config file \(path)")
+        }
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse(Array(data))
+        } catch {
+            throw Error(description: "config file \(path) is not valid JSON: \(error)")
+        }
+        guard case .object(let members) = json else { throw Error(description: "config file \(path) must hold a JSON object") }
+        for (key, value) in members {
+            guard let setting = settings.first(where: { $0.key == key }) else {
+                throw Error(description: "config file \(path): unknown setting '\(key)'")
+            }
+            switch value {
+            case .null: try setting.apply(&config, "")
+            case .string(let text): try setting.apply(&config, text)
+            case .number(let text): try setting.apply(&config, text)
+            case .bool(let flag): try setting.apply(&config, flag ? "true" : "false")
+            case .array(let items):
+                let texts = items.compactMap { $0.stringValue }
+                guard texts.count == items.count else { throw Error(description: "\(key) must be a list of strings") }
+                try setting.apply(&config, texts.joined(separator: ","))
+            case .object: throw Error(description: "\(key) must not be an object")
+            }
+        }
+    }
+
+    /// Cross-field checks that no single setting can make.
+    static func validate(_ config: RelayConfig) throws(Error) {
+        if case .failure(let error) = HostAllowList.parse(config.pushAllowedHosts) {
+            throw Error(description: "pushAllowedHosts: \(error.message)")
+        }
+        if let secret = config.webhookSecret, WebhookSecret(secret) == nil {
+            throw Error(description: "webhookSecret must be 'whsec_' followed by base64 key bytes")
+        }
+        if let secret = config.clientTokenSecret, secret.utf8.count < 32 {
+            throw Error(description: "clientTokenSecret must be at least 32 bytes long")
+        }
+        if config.pushRetryBaseMs > config.pushRetryCapMs {
+            throw Error(description: "pushRetryBaseMs must not exceed pushRetryCapMs")
+        }
+        do {
+            _ = try ListenSocket.parse(config.listen)
+        } catch {
+            throw Error(description: "\(error)")
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Synchronization
+
+/// Counters and histograms, rendered in the Prometheus text format (version 0.0.4).
+package final class Metrics: Sendable {
+    struct Histogram {
+        let bounds: [Double]
+        var counts: [UInt64]
+        var sum = 0.0
+        var count: UInt64 = 0
+
+        init(bounds: [Double]) {
+            self.bounds = bounds
+            counts = [UInt64](repeating: 0, count: bounds.count)
+        }
+
+        mutating func observe(_ value: Double) {
+            if let index = bounds.firstIndex(where: { value <= $0 }) { counts[index] += 1 }
+            sum += value
+            count += 1
+        }
+    }
+
+    struct RequestKey: Hashable {
+        var method: String
+        var route: String
+        var status: Int
+    }
+
+    private struct State {
+        var requests: [RequestKey: UInt64] = [:]
+        var latency: [String: Histogram] = [:]
+        var messagesAccepted: UInt64 = 0
+        var recipientsAccepted: UInt64 = 0
+        var batchSizes = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
+    }
+
+    static let latencyBounds = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+    private let state = Mutex(State())
+
+    package init() {}
+
+    package func recordRequest(method: String, route: String, status: Int, seconds: Double) {
+        state.withLock { state in
+            state.requests[RequestKey(method: method, route: route, status: status), default: 0] += 1
+            state.latency[route, default: Histogram(bounds: Self.latencyBounds)].observe(seconds)
+        }
+    }
+
+    package func recordAccepted(recipients: Int) {
+        state.withLock { state in
+            state.messagesAccepted += 1
+            state.recipientsAccepted += UInt64(recipients)
+        }
+    }
+
+    package func recordBatch(size: Int) {
+        state.withLock { $0.batchSizes.observe(Double(size)) }
+    }
+
+    package func render() -> String {
+        let snapshot = state.withLock { $0 }
+        var out = ""
+        out += "# HELP pushrelay_http_requests_total HTTP requests by route and status.\n"
+        out += "# TYPE pushrelay_http_requests_total counter\n"
+        for (key, value) in snapshot.requests.sorted(by: { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }) {
+            out += "pushrelay_http_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(value)\n"
+        }
+        out += "# HELP pushrelay_http_request_duration_seconds Time from a request's last byte to its response.\n"
+        out += "# TYPE pushrelay_http_request_duration_seconds histogram\n"
+        for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
+            out += Self.render(histogram, name: "pushrelay_http_request_duration_seconds", labels: "route=\"\(route)\",")
+        }
+        out += "# HELP pushrelay_messages_accepted_total Messages accepted (first acceptance, not replays).\n"
+        out += "# TYPE pushrelay_messages_accepted_total counter\n"
+        out += "pushrelay_messages_accepted_total \(snapshot.messagesAccepted)\n"
+        out += "# HELP pushrelay_inbox_entries_written_total Inbox entries written (one per recipient).\n"
+        out += "# TYPE pushrelay_inbox_entries_written_total counter\n"
+        out += "pushrelay_inbox_entries_written_total \(snapshot.recipientsAccepted)\n"
+        out += "# HELP pushrelay_store_commit_batch_size Writes sharing one group-commit transaction.\n"
+        out += "# TYPE pushrelay_store_commit_batch_size histogram\n"
+        out += Self.render(snapshot.batchSizes, name: "pushrelay_store_commit_batch_size", labels: "")
+        return out
+    }
+
+    private static func render(_ histogram: Histogram, name: String, labels: String) -> String {
+        var out = ""
+        var cumulative: UInt64 = 0
+        for (bound, count) in zip(histogram.bounds, histogram.counts) {
+            cumulative += count
+            out += "\(name)_bucket{\(labels)le=\"\(bound)\"} \(cumulative)\n"
+        }
+        out += "\(name)_bucket{\(labels)le=\"+Inf\"} \(histogram.count)\n"
+        let plainLabels = labels.isEmpty ? "" : "{\(labels.dropLast())}"
+        out += "\(name)_sum\(plainLabels) \(histogram.sum)\n"
+        out += "\(name)_count\(plainLabels) \(histogram.count)\n"
+        return out
+    }
+}

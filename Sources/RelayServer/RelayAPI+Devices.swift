@@ -1,0 +1,92 @@
+import RelayCore
+import RelayHTTP
+import RelayStore
+
+extension RelayAPI {
+    /// `PUT /v1/users/{userId}/devices/{deviceId} {pushUrl, platform?, contentFree?}`:
+    /// registers or updates a push device (201 created, 200 updated; re-enables a disabled one).
+    func putDevice(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        try auth.requireServer(request)
+        let userId = try request.identifier("userId")
+        let deviceId = try request.identifier("deviceId")
+        let json = try request.jsonBody()
+        let url: PushURL
+        let platform: String?
+        let contentFree: Bool
+        do {
+            let fields = try FieldReader(json)
+            url = try PushURL(try fields.string("pushUrl"))
+            platform = try fields.optionalString("platform", maxLength: 32)
+            contentFree = try fields.optionalBool("contentFree") ?? false
+        } catch {
+            throw .validation(error)
+        }
+        guard allowList.allows(host: url.host) else {
+            throw APIError(
+                400, "push_url_not_allowed",
+                "the push URL's host is not allowed; add it to PUSHRELAY_PUSH_ALLOWED_HOSTS")
+        }
+        let now = self.now()
+        let pushURL = json["pushUrl"]?.stringValue ?? ""
+        let device = Device(
+            userId: userId, deviceId: deviceId, pushURL: pushURL, platform: platform, contentFree: contentFree,
+            createdAt: now, updatedAt: now)
+        store.putDevice(
+            device,
+            completion: onStore(reply) { (result: (device: Device, created: Bool)) in
+                var writer = JSONWriter()
+                writer.device(result.device)
+                reply.json(result.created ? 201 : 200, writer.bytes)
+            })
+    }
+
+    /// `DELETE /v1/users/{userId}/devices/{deviceId}`: 204 whether or not it existed (idempotent).
+    func deleteDevice(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        try auth.requireServer(request)
+        let userId = try request.identifier("userId")
+        let deviceId = try request.identifier("deviceId")
+        store.deleteDevice(
+            userId: userId, deviceId: deviceId,
+            completion: onStore(reply) { (_: Bool) in reply.noContent() })
+    }
+
+    /// `GET /v1/users/{userId}/devices`.
+    func listDevices(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        try auth.requireServer(request)
+        let userId = try request.identifier("userId")
+        let devices = try read(reply) { () throws(StoreError) in try store.devices(userId: userId) }
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("devices")
+        writer.beginArray()
+        for device in devices { writer.device(device) }
+        writer.endArray()
+        writer.endObject()
+        reply.json(200, writer.bytes)
+    }
+
+    /// `POST /v1/tokens {userId, deviceId, ttl?}`: mints a client token (HS256).
+    func postToken(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        try auth.requireServer(request)
+        let json = try request.jsonBody()
+        let userId: String
+        let deviceId: String
+        let ttl: Int64
+        do {
+            let fields = try FieldReader(json)
+            userId = try fields.identifier("userId")
+            deviceId = try fields.identifier("deviceId")
+            ttl = try fields.optionalInteger("ttl", in: 60...2_592_000) ?? 3600
+        } catch {
+            throw .validation(error)
+        }
+        let issuedAt = now().seconds
+        let claims = ClientClaims(userId: userId, deviceId: deviceId, expiresAt: issuedAt + ttl, issuedAt: issuedAt)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.member("token", auth.tokens.encode(claims))
+        writer.member("expiresAt", Timestamp(milliseconds: claims.expiresAt * 1000))
+        writer.endObject()
+        reply.json(200, writer.bytes)
+    }
+}

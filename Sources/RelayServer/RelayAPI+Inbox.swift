@@ -1,0 +1,85 @@
+import RelayCore
+import RelayHTTP
+import RelayStore
+
+extension RelayAPI {
+    /// The most messages one catch-up page holds, and its payload byte budget.
+    static let maxPageLimit: Int64 = 10_000
+    static let defaultPageLimit: Int64 = 500
+    static let pageByteBudget = 4 << 20
+
+    /// `GET /v1/users/{userId}/messages?after=&epoch=&limit=`: the messages after the cursor,
+    /// in seq order, or `complete: false` when the cursor cannot be served exactly.
+    func catchUp(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        let userId = try request.identifier("userId")
+        let principal = try auth.requireUser(request, userId: userId)
+        let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
+        let limit = try request.integerQuery("limit", default: Self.defaultPageLimit, in: 1...Self.maxPageLimit)
+        let epoch = request.queryValue("epoch")
+        if let epoch, epoch.isEmpty || epoch.utf8.count > 64 {
+            throw .invalid("query parameter 'epoch' must be 1 to 64 characters")
+        }
+        let page = try read(reply) { () throws(StoreError) in
+            try store.catchUp(userId: userId, after: after, epoch: epoch, limit: Int(limit), maxBytes: Self.pageByteBudget)
+        }
+        if case .client = principal, let last = page.messages.last {
+            store.markFetched(userId: userId, seq: last.seq)
+        }
+        var writer = JSONWriter(capacity: 256 + page.messages.reduce(0) { $0 + $1.payload.count + 160 })
+        writer.beginObject()
+        writer.member("userId", userId)
+        writer.member("epoch", page.head.epoch)
+        writer.key("messages")
+        writer.beginArray()
+        for message in page.messages {
+            writer.beginObject()
+            writer.member("seq", message.seq)
+            writer.member("id", message.id)
+            writer.member("conversationId", orNull: message.conversationId)
+            writer.member("senderId", orNull: message.senderId)
+            writer.key("payload")
+            writer.raw(message.payload)
+            writer.member("createdAt", message.createdAt)
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.member("headSeq", page.head.headSeq)
+        writer.member("hasMore", page.hasMore)
+        writer.member("complete", page.window.complete)
+        writer.member("firstAvailableSeq", page.head.prunedSeq + 1)
+        writer.endObject()
+        reply.json(200, writer.bytes)
+    }
+
+    /// `POST /v1/users/{userId}/ack {seq, epoch?}`: moves the ack cursor forward (never back).
+    func ack(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        let userId = try request.identifier("userId")
+        _ = try auth.requireUser(request, userId: userId)
+        let fields: FieldReader
+        let seq: Int64
+        let epoch: String?
+        do {
+            fields = try FieldReader(try request.jsonBody())
+            seq = try fields.integer("seq", in: 0...Int64.max)
+            epoch = try fields.optionalString("epoch", maxLength: 64)
+        } catch let error as ValidationError {
+            throw .validation(error)
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw .invalid("\(error)")
+        }
+        store.ack(
+            userId: userId, seq: seq, epoch: epoch,
+            completion: onStore(reply) { (outcome: AckOutcome) in
+                switch outcome {
+                case .acknowledged:
+                    reply.noContent()
+                case .beyondHead(let head):
+                    throw APIError.invalid("'seq' \(seq) is beyond the newest message (\(head))")
+                case .epochMismatch(let current):
+                    throw APIError(409, "epoch_mismatch", "the inbox epoch is now \(current); resync and ack again")
+                }
+            })
+    }
+}

@@ -1,0 +1,140 @@
+import Dispatch
+import RelayCore
+import RelayCrypto
+package import RelayHTTP
+import RelayStore
+import Synchronization
+
+/// The REST API: routes, authentication, validation, and the calls into the store.
+package final class RelayAPI: Sendable {
+    /// Untyped `throws` here: typed throws in a stored generic closure type crashes the 6.3 compiler.
+    typealias Handler = @Sendable (RelayAPI, HTTPRequest, Reply) throws -> Void
+
+    let config: RelayConfig
+    let store: any RelayStore
+    let auth: Authenticator
+    let metrics: Metrics
+    let logger: Logger
+    let allowList: HostAllowList
+    let now: @Sendable () -> Timestamp
+    /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
+    let shuttingDown = Atomic<Bool>(false)
+
+    /// The route table; `openapi.yaml` must list exactly these (a test checks).
+    static let router: Router<Handler> = {
+        var router = Router<Handler>()
+        router.add("POST", "/v1/messages") { api, request, reply in try api.postMessage(request, reply) }
+        router.add("GET", "/v1/messages/{id}") { api, request, reply in try api.getMessage(request, reply) }
+        router.add("PUT", "/v1/users/{userId}/devices/{deviceId}") { api, request, reply in
+            try api.putDevice(request, reply)
+        }
+        router.add("DELETE", "/v1/users/{userId}/devices/{deviceId}") { api, request, reply in
+            try api.deleteDevice(request, reply)
+        }
+        router.add("GET", "/v1/users/{userId}/devices") { api, request, reply in
+            try api.listDevices(request, reply)
+        }
+        router.add("GET", "/v1/users/{userId}/presence") { api, request, reply in
+            try api.getPresence(request, reply)
+        }
+        router.add("POST", "/v1/users/{userId}/presence") { api, request, reply in
+            try api.postPresence(request, reply)
+        }
+        router.add("POST", "/v1/presence/query") { api, request, reply in
+            try api.queryPresence(request, reply)
+        }
+        router.add("POST", "/v1/tokens") { api, request, reply in try api.postToken(request, reply) }
+        router.add("GET", "/v1/users/{userId}/messages") { api, request, reply in
+            try api.catchUp(request, reply)
+        }
+        router.add("POST", "/v1/users/{userId}/ack") { api, request, reply in try api.ack(request, reply) }
+        router.add("GET", "/healthz") { _, _, reply in reply.json(200, Array(#"{"status":"ok"}"#.utf8)) }
+        router.add("GET", "/readyz") { api, request, reply in api.readiness(request, reply) }
+        router.add("GET", "/metrics") { api, request, reply in try api.renderMetrics(request, reply) }
+        return router
+    }()
+
+    /// `(method, pattern)` of every route, for the contract test.
+    package static var routes: [(method: String, path: String)] { router.routes.map { ($0.method, $0.pattern) } }
+
+    init(
+        config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
+        allowList: HostAllowList, now: @escaping @Sendable () -> Timestamp
+    ) {
+        self.config = config
+        self.store = store
+        self.auth = auth
+        self.metrics = metrics
+        self.logger = logger
+        self.allowList = allowList
+        self.now = now
+    }
+
+    /// The HTTP server's handler: route, run, and turn thrown errors into JSON answers.
+    package func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let requestLogger = logger.with("request.id", request.id)
+        switch Self.router.match(method: request.method, path: request.path) {
+        case .found(let handler, let route, let parameters):
+            var routed = request
+            routed.pathParameters = parameters
+            let reply = Reply(
+                responder: responder, method: request.method, route: route, started: started, metrics: metrics,
+                logger: requestLogger.with("route", route))
+            do {
+                try handler(self, routed, reply)
+            } catch let error as APIError {
+                reply.send(error)
+            } catch {
+                reply.logger.error("unexpected handler error", ("error", "\(error)"))
+                reply.send(APIError(500, "internal_error", "unexpected server error"))
+            }
+        case .methodNotAllowed(let allowed):
+            let reply = Reply(
+                responder: responder, method: request.method, route: "unmatched", started: started, metrics: metrics,
+                logger: requestLogger)
+            reply.send(
+                APIError(
+                    405, "method_not_allowed", "\(request.method) is not allowed here; use \(allowed.joined(separator: ", "))",
+                    headers: [("Allow", allowed.joined(separator: ", "))]))
+        case .notFound:
+            let reply = Reply(
+                responder: responder, method: request.method, route: "unmatched", started: started, metrics: metrics,
+                logger: requestLogger)
+            reply.send(APIError.notFound("no such endpoint: \(request.method) \(request.path)"))
+        }
+    }
+
+    /// Completion for store writes: answers 503 on a store failure, else runs `body`.
+    func onStore<T: Sendable>(
+        _ reply: Reply, _ body: @escaping @Sendable (T) throws -> Void
+    ) -> @Sendable (Result<T, StoreError>) -> Void {
+        let logger = reply.logger
+        return { result in
+            switch result {
+            case .success(let value):
+                do {
+                    try body(value)
+                } catch let error as APIError {
+                    reply.send(error)
+                } catch {
+                    logger.error("unexpected completion error", ("error", "\(error)"))
+                    reply.send(APIError(500, "internal_error", "unexpected server error"))
+                }
+            case .failure(let error):
+                logger.error("store write failed", ("error", "\(error)"))
+                reply.send(APIError.store(error))
+            }
+        }
+    }
+
+    /// Runs a store read, mapping its failure to 503.
+    func read<T>(_ reply: Reply, _ body: () throws(StoreError) -> T) throws(APIError) -> T {
+        do {
+            return try body()
+        } catch {
+            reply.logger.error("store read failed", ("error", "\(error)"))
+            throw APIError.store(error)
+        }
+    }
+}

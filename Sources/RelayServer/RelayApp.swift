@@ -1,0 +1,92 @@
+import Dispatch
+import Foundation
+import RelayCore
+import RelayCrypto
+import RelayHTTP
+import RelayStore
+import Synchronization
+
+/// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
+///
+/// `@unchecked Sendable`: every stored property is Sendable except the Dispatch timer, which is
+/// only configured in `start()` and cancelled in `shutdown()`, both called by the owner.
+package final class RelayApp: @unchecked Sendable {
+    package let config: RelayConfig
+    let logger: Logger
+    let store: SQLiteStore
+    let api: RelayAPI
+    let http: HTTPServer
+    private let pruneTimer: any DispatchSourceTimer
+
+    /// Opens the store (creating secrets on first start) and builds everything; serves nothing yet.
+    package init(config: RelayConfig, logger: Logger) throws {
+        self.config = config
+        self.logger = logger
+        let metrics = Metrics()
+        let epochKey = EpochKeyHolder()
+        store = try SQLiteStore(
+            path: config.db, epochFor: { epochKey.epoch(for: $0) }, onBatch: { metrics.recordBatch(size: $0) })
+        let secrets = try Secrets.resolve(config: config, store: store)
+        epochKey.set(secrets.epochKey)
+        let clock: @Sendable () -> Timestamp = { Timestamp.now }
+        let tokenKey = Array(secrets.clientTokenSecret.utf8)
+        let tokens = ClientTokenCodec(hmac: { Crypto.hmacSHA256(key: tokenKey, message: $0) })
+        let allowList: HostAllowList
+        switch HostAllowList.parse(config.pushAllowedHosts) {
+        case .success(let list): allowList = list
+        case .failure(let error): throw ConfigLoader.Error(description: error.message)
+        }
+        api = RelayAPI(
+            config: config, store: store,
+            auth: Authenticator(serverKeys: secrets.serverKeys, tokens: tokens, now: clock), metrics: metrics,
+            logger: logger, allowList: allowList, now: clock)
+        var httpConfig = HTTPServer.Configuration()
+        httpConfig.listen = config.listen
+        httpConfig.threads = config.httpThreads
+        httpConfig.maxBodyBytes = config.maxBodyBytes
+        httpConfig.maxConnections = config.maxConnections
+        httpConfig.maxConnectionsPerIP = config.maxConnectionsPerIp
+        httpConfig.connectionTimeoutSeconds = config.connectionTimeoutS
+        let api = self.api
+        http = HTTPServer(configuration: httpConfig) { request, responder in api.handle(request, responder) }
+        pruneTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+    }
+
+    /// Binds and starts serving; returns the base URL.
+    package func start() throws -> String {
+        try http.start()
+        let store = self.store
+        let logger = self.logger
+        let retention = config.retentionS
+        let interval = DispatchTimeInterval.seconds(Int(config.pruneIntervalS))
+        pruneTimer.schedule(deadline: .now() + interval, repeating: interval, leeway: .seconds(1))
+        pruneTimer.setEventHandler {
+            store.prune(now: .now, retentionSeconds: retention) { result in
+                switch result {
+                case .success(let removed) where removed > 0:
+                    logger.info("pruned inbox entries", ("count", String(removed)))
+                case .success: break
+                case .failure(let error): logger.warning("prune failed", ("error", "\(error)"))
+                }
+            }
+        }
+        pruneTimer.resume()
+        logger.info("listening", ("url", http.url), ("db", config.db))
+        return http.url
+    }
+
+    /// Graceful shutdown: report not-ready, stop accepting, drain in-flight requests, finish
+    /// queued writes, close the database.
+    package func shutdown() {
+        api.shuttingDown.store(true, ordering: .relaxed)
+        logger.info("shutting down")
+        http.shutdown()
+        pruneTimer.cancel()
+        store.close()
+        logger.info("stopped")
+    }
+}
+
+extension Timestamp {
+    static var now: Timestamp { Timestamp(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))) }
+}

@@ -1,0 +1,50 @@
+/// Every setting of the relay, each with its default. Loaded from a JSON file, then the
+/// environment (`PUSHRELAY_` + upper snake case), then flags (`--kebab-case`); later wins.
+package struct RelayConfig: Sendable, Equatable {
+    /// `host:port` to bind; port 0 picks a free one. Default loopback only.
+    package var listen = "127.0.0.1:8080"
+    /// SQLite database file.
+    package var db = "./pushrelay.sqlite"
+    /// API keys for the chat server. None configured: one is generated and kept in the database.
+    package var serverKeys: [String] = []
+    /// HS256 secret for client tokens (its UTF-8 bytes are the key). Nil: generated and stored.
+    package var clientTokenSecret: String?
+    /// `whsec_…` secret for webhook signatures. Nil: generated and stored.
+    package var webhookSecret: String?
+    /// Hosts, `*.suffix`es, IPs and CIDRs a push or events URL may point at.
+    package var pushAllowedHosts = ["127.0.0.1", "::1"]
+    /// The chat server's event webhook; nil for none.
+    package var eventsUrl: String?
+    /// A push job becomes due this long after it is queued (it is cancelled if the device shows up).
+    package var pushDelayMs: Int64 = 3000
+    /// A live frame not acked in this time also becomes a push job.
+    package var ackTimeoutMs: Int64 = 10_000
+    /// WebSocket ping period.
+    package var pingIntervalMs: Int64 = 25_000
+    /// Acked messages are kept this long (seconds), and it is the default message TTL.
+    package var retentionS: Int64 = 604_800
+    package var pushRetryBaseMs: Int64 = 1000
+    package var pushRetryCapMs: Int64 = 600_000
+    /// Largest serialized `payload` of a message.
+    package var maxPayloadBytes = 65_536
+    /// Largest WebSocket message from a client.
+    package var maxWsMessageBytes = 65_536
+    /// Largest request body (413 beyond); room for 1000 recipients next to a full payload.
+    package var maxBodyBytes = 1 << 20
+    /// HTTP worker threads (libmicrohttpd thread pool).
+    package var httpThreads = 2
+    /// Open HTTP connections at most.
+    package var maxConnections = 10_000
+    /// Open connections per client IP; 0 for no cap (keep 0 behind a proxy).
+    package var maxConnectionsPerIp = 0
+    /// Idle HTTP connections are closed after this many seconds.
+    package var connectionTimeoutS = 60
+    /// `debug`, `info`, `warning` or `error`.
+    package var logLevel = "info"
+    /// Bearer key for `/metrics`; nil leaves it open (bind to loopback or protect at the proxy).
+    package var metricsKey: String?
+    /// How often retention pruning runs, in seconds.
+    package var pruneIntervalS: Int64 = 60
+
+    package init() {}
+}

@@ -1,0 +1,84 @@
+/// Schema versions, applied in order and recorded in `PRAGMA user_version`.
+///
+/// Never edit a shipped migration: add the next one.
+enum Migrations {
+    static let all: [String] = [
+        // 1: inboxes, messages, inbox entries, devices, secrets.
+        """
+        CREATE TABLE meta(
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE inboxes(
+            user_id TEXT PRIMARY KEY,
+            epoch TEXT NOT NULL,
+            head_seq INTEGER NOT NULL DEFAULT 0,
+            ack_seq INTEGER NOT NULL DEFAULT 0,
+            fetched_seq INTEGER NOT NULL DEFAULT 0,
+            pruned_seq INTEGER NOT NULL DEFAULT 0,
+            last_online INTEGER,
+            created_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE messages(
+            id TEXT PRIMARY KEY,
+            fingerprint BLOB NOT NULL,
+            conversation_id TEXT,
+            sender_id TEXT,
+            payload TEXT NOT NULL,
+            push TEXT,
+            priority TEXT NOT NULL,
+            collapse_key TEXT,
+            created_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL,
+            recipients TEXT NOT NULL
+        );
+        CREATE INDEX messages_by_expiry ON messages(expires_at);
+        CREATE INDEX messages_by_creation ON messages(created_at);
+        CREATE TABLE inbox_entries(
+            user_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            message_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            PRIMARY KEY(user_id, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX inbox_entries_by_message ON inbox_entries(message_id);
+        CREATE INDEX inbox_entries_by_expiry ON inbox_entries(expires_at);
+        CREATE INDEX inbox_entries_by_creation ON inbox_entries(created_at);
+        CREATE TABLE devices(
+            user_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            push_url TEXT NOT NULL,
+            platform TEXT,
+            content_free INTEGER NOT NULL DEFAULT 0,
+            active INTEGER NOT NULL DEFAULT 1,
+            disabled_reason TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            last_online INTEGER,
+            PRIMARY KEY(user_id, device_id)
+        ) WITHOUT ROWID;
+        """
+    ]
+
+    /// Brings the database to the newest version, each step in its own transaction.
+    static func apply(to connection: SQLiteConnection) throws(SQLiteError) {
+        let current = try connection.userVersion
+        guard current <= all.count else {
+            throw SQLiteError(
+                code: 1, message: "database schema version \(current) is newer than this build (\(all.count))", sql: nil)
+        }
+        for version in current..<all.count {
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                try connection.execute(all[version])
+                try connection.execute("PRAGMA user_version = \(version + 1)")
+                try connection.execute("COMMIT")
+            } catch {
+                _ = try? connection.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+}

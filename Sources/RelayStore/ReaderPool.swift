@@ -1,0 +1,34 @@
+import Synchronization
+
+/// Read connections, lent out one thread at a time. WAL lets them read while the writer writes.
+final class ReaderPool: Sendable {
+    /// A connection checked out of the pool. `@unchecked Sendable`: the pool hands each one to a
+    /// single borrower at a time, so no two threads ever use it together.
+    final class Reader: @unchecked Sendable {
+        let connection: SQLiteConnection
+        init(_ connection: SQLiteConnection) { self.connection = connection }
+    }
+
+    private let path: String
+    private let idle = Mutex<[Reader]>([])
+
+    init(path: String) { self.path = path }
+
+    /// Runs `body` on an idle connection (opening one when none is idle).
+    func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        let reader: Reader
+        if let pooled = idle.withLock({ $0.popLast() }) {
+            reader = pooled
+        } else {
+            let connection = try SQLiteConnection(path: path)
+            try connection.execute("PRAGMA query_only = 1")
+            reader = Reader(connection)
+        }
+        defer { idle.withLock { $0.append(reader) } }
+        return try body(reader.connection)
+    }
+
+    func closeAll() {
+        idle.withLock { $0.removeAll() }
+    }
+}

@@ -1,0 +1,111 @@
+package import RelayCore
+
+/// What `accept` did with a message.
+package enum AcceptOutcome: Sendable {
+    /// Stored now; one entry per recipient in request order.
+    case accepted([RecipientSeq])
+    /// The same id and body were accepted before: the first answer again.
+    case replay([RecipientSeq])
+    /// The same id was accepted before with another body.
+    case conflict
+}
+
+package struct RecipientSeq: Sendable, Equatable {
+    package var userId: String
+    package var seq: Int64
+    package var delivery: InitialDelivery
+}
+
+/// A message as `accept` stores it.
+package struct NewMessage: Sendable {
+    package var message: IncomingMessage
+    /// SHA-256 of the canonical request; the idempotency check compares it.
+    package var fingerprint: [UInt8]
+    package var now: Timestamp
+
+    package init(message: IncomingMessage, fingerprint: [UInt8], now: Timestamp) {
+        self.message = message
+        self.fingerprint = fingerprint
+        self.now = now
+    }
+}
+
+/// The head of one user's inbox.
+package struct InboxHead: Sendable, Equatable {
+    package var userId: String
+    package var epoch: String
+    package var headSeq: Int64
+    package var ackSeq: Int64
+    package var prunedSeq: Int64
+    package var lastOnline: Timestamp?
+}
+
+/// One message as a client reads it.
+package struct InboxMessage: Sendable {
+    package var seq: Int64
+    package var id: String
+    package var conversationId: String?
+    package var senderId: String?
+    /// Serialized JSON, spliced into answers as it is.
+    package var payload: [UInt8]
+    package var createdAt: Timestamp
+}
+
+package struct CatchUpPage: Sendable {
+    package var head: InboxHead
+    package var window: CatchUpWindow
+    package var messages: [InboxMessage]
+    package var hasMore: Bool
+}
+
+/// A message with its per-recipient delivery state (`GET /v1/messages/{id}`).
+package struct StoredMessage: Sendable {
+    package var id: String
+    package var conversationId: String?
+    package var senderId: String?
+    package var payload: [UInt8]
+    package var push: [UInt8]?
+    package var priority: String
+    package var collapseKey: String?
+    package var createdAt: Timestamp
+    package var expiresAt: Timestamp
+    package var recipients: [(userId: String, seq: Int64, state: DeliveryState)]
+}
+
+/// A registered push device.
+package struct Device: Sendable, Equatable {
+    package var userId: String
+    package var deviceId: String
+    package var pushURL: String
+    package var platform: String?
+    package var contentFree: Bool
+    package var active: Bool
+    package var disabledReason: String?
+    package var createdAt: Timestamp
+    package var updatedAt: Timestamp
+    package var lastOnline: Timestamp?
+
+    package init(
+        userId: String, deviceId: String, pushURL: String, platform: String?, contentFree: Bool, active: Bool = true,
+        disabledReason: String? = nil, createdAt: Timestamp, updatedAt: Timestamp, lastOnline: Timestamp? = nil
+    ) {
+        self.userId = userId
+        self.deviceId = deviceId
+        self.pushURL = pushURL
+        self.platform = platform
+        self.contentFree = contentFree
+        self.active = active
+        self.disabledReason = disabledReason
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.lastOnline = lastOnline
+    }
+}
+
+/// Result of an ack.
+package enum AckOutcome: Sendable, Equatable {
+    /// The cursor is now `ackSeq` (unchanged when the ack was not above it).
+    case acknowledged(ackSeq: Int64)
+    case epochMismatch(current: String)
+    case beyondHead(headSeq: Int64)
+}

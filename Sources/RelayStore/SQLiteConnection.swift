@@ -1,0 +1,93 @@
+internal import CSQLite
+
+/// One SQLite connection. Not thread-safe: each connection is used by one thread at a time —
+/// the writer thread owns one, and `ReaderPool` lends the others out exclusively.
+package final class SQLiteConnection {
+    let handle: OpaquePointer
+    private var statements: [String: SQLiteStatement] = [:]
+
+    package init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
+            sqlite3_close_v2(db)
+            throw SQLiteError(code: rc, message: message, sql: nil)
+        }
+        handle = db
+        sqlite3_busy_timeout(db, 5000)
+        sqlite3_extended_result_codes(db, 0)
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more statements that return no rows.
+    package func execute(_ sql: String) throws(SQLiteError) {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
+        if rc != SQLITE_OK {
+            let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(errorMessage)
+            throw SQLiteError(code: rc & 0xFF, message: message, sql: sql)
+        }
+    }
+
+    /// A prepared statement, cached per connection and reset for reuse.
+    package func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        if let cached = statements[sql] {
+            cached.reset()
+            return cached
+        }
+        let statement = try SQLiteStatement(connection: self, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `sql` with `bindings`, calling `row` for each result row.
+    package func query(
+        _ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteStatement) throws -> Void
+    ) throws {
+        let statement = try statement(sql)
+        defer { statement.reset() }
+        try statement.bind(bindings)
+        while try statement.step() { try row(statement) }
+    }
+
+    /// Runs a statement that returns no rows (or ignores them).
+    package func run(_ sql: String, _ bindings: [SQLValue] = []) throws(SQLiteError) {
+        let statement = try statement(sql)
+        defer { statement.reset() }
+        try statement.bind(bindings)
+        while try statement.step() {}
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    package var changes: Int { Int(sqlite3_changes(handle)) }
+
+    var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
+
+    package var userVersion: Int {
+        get throws(SQLiteError) {
+            var version = 0
+            let statement = try statement("PRAGMA user_version")
+            defer { statement.reset() }
+            if try statement.step() { version = Int(statement.int64(0)) }
+            return version
+        }
+    }
+}
+
+/// A value to bind to a statement parameter.
+package enum SQLValue: Sendable {
+    case null
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+
+    package static func optional(_ text: String?) -> SQLValue { text.map { .text($0) } ?? .null }
+}

@@ -1,0 +1,401 @@
+import Dispatch
+package import RelayCore
+
+/// The embedded store: one SQLite file in WAL mode, one writer thread with group commit,
+/// a pool of readers.
+package final class SQLiteStore: RelayStore {
+    private let writer: StoreWriter
+    private let readers: ReaderPool
+    /// The epoch a user's inbox gets when it is created; derived, so that a read of an inbox
+    /// that does not exist yet already names the epoch it will have.
+    private let epochFor: @Sendable (String) -> String
+
+    /// Opens (creating and migrating) the database at `path`.
+    /// - Parameters:
+    ///   - epochFor: the epoch of a new inbox for a user id.
+    ///   - onBatch: called with the number of writes in each committed transaction.
+    package init(
+        path: String, epochFor: @escaping @Sendable (String) -> String,
+        onBatch: @escaping @Sendable (Int) -> Void = { _ in }
+    ) throws(StoreError) {
+        do {
+            let connection = try SQLiteConnection(path: path)
+            try connection.execute("PRAGMA journal_mode = WAL")
+            // FULL: a commit is on disk (WAL fsynced) before any 2xx leaves; group commit pays for it.
+            try connection.execute("PRAGMA synchronous = FULL")
+            try connection.execute("PRAGMA wal_autocheckpoint = 4000")
+            try Migrations.apply(to: connection)
+            writer = StoreWriter(connection: connection, onBatch: onBatch)
+        } catch {
+            throw .unavailable(error)
+        }
+        readers = ReaderPool(path: path)
+        self.epochFor = epochFor
+        writer.start()
+    }
+
+    package func close() {
+        writer.stop()
+        readers.closeAll()
+    }
+
+    // MARK: Messages
+
+    package func accept(
+        _ new: NewMessage, delivery: @escaping @Sendable (String) -> InitialDelivery,
+        completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void
+    ) {
+        let epochFor = self.epochFor
+        writer.submit(
+            { db in
+                let message = new.message
+                var existing: (fingerprint: [UInt8], recipients: String)?
+                try db.query("SELECT fingerprint, recipients FROM messages WHERE id = ?", [.text(message.id)]) {
+                    existing = ($0.bytes(0), $0.text(1))
+                }
+                if let existing {
+                    guard existing.fingerprint == new.fingerprint else { return AcceptOutcome.conflict }
+                    return .replay(Self.decodeRecipients(existing.recipients))
+                }
+                let now = new.now.milliseconds
+                let expiresAt = now + message.ttlSeconds * 1000
+                var results: [RecipientSeq] = []
+                results.reserveCapacity(message.recipients.count)
+                for userId in message.recipients {
+                    var seq: Int64 = 0
+                    try db.query(
+                        """
+                        INSERT INTO inboxes(user_id, epoch, head_seq, created_at) VALUES (?, ?, 1, ?)
+                        ON CONFLICT(user_id) DO UPDATE SET head_seq = head_seq + 1 RETURNING head_seq
+                        """, [.text(userId), .text(epochFor(userId)), .int(now)]
+                    ) { seq = $0.int64(0) }
+                    let initial = delivery(userId)
+                    try db.run(
+                        """
+                        INSERT INTO inbox_entries(user_id, seq, message_id, created_at, expires_at, state)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                        [
+                            .text(userId), .int(seq), .text(message.id), .int(now), .int(expiresAt),
+                            .text(initial == .live ? DeliveryState.live.rawValue : DeliveryState.stored.rawValue),
+                        ])
+                    results.append(RecipientSeq(userId: userId, seq: seq, delivery: initial))
+                }
+                try db.run(
+                    """
+                    INSERT INTO messages(id, fingerprint, conversation_id, sender_id, payload, push, priority,
+                        collapse_key, created_at, expires_at, recipients)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        .text(message.id), .blob(new.fingerprint), .optional(message.conversationId),
+                        .optional(message.senderId), .text(String(decoding: message.payload, as: UTF8.self)),
+                        .optional(message.push.map { String(decoding: $0, as: UTF8.self) }),
+                        .text(message.priority.rawValue), .optional(message.collapseKey), .int(now), .int(expiresAt),
+                        .text(Self.encodeRecipients(results)),
+                    ])
+                return .accepted(results)
+            }, completion: completion)
+    }
+
+    /// Recipients as stored: `[["user", seq, "delivery"], …]`.
+    static func encodeRecipients(_ recipients: [RecipientSeq]) -> String {
+        var writer = JSONWriter(capacity: recipients.count * 32)
+        writer.beginArray()
+        for recipient in recipients {
+            writer.beginArray()
+            writer.string(recipient.userId)
+            writer.int(recipient.seq)
+            writer.string(recipient.delivery.rawValue)
+            writer.endArray()
+        }
+        writer.endArray()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    static func decodeRecipients(_ text: String) -> [RecipientSeq] {
+        guard case .array(let rows)? = try? JSONParser.parse(Array(text.utf8)) else { return [] }
+        return rows.compactMap { row in
+            guard case .array(let fields) = row, fields.count == 3, let userId = fields[0].stringValue,
+                let seq = fields[1].int64Value, let delivery = fields[2].stringValue.flatMap(InitialDelivery.init)
+            else { return nil }
+            return RecipientSeq(userId: userId, seq: seq, delivery: delivery)
+        }
+    }
+
+    package func message(id: String, now: Timestamp) throws(StoreError) -> StoredMessage? {
+        try read { db in
+            var found: StoredMessage?
+            var recipients: [RecipientSeq] = []
+            try db.query(
+                """
+                SELECT id, conversation_id, sender_id, payload, push, priority, collapse_key, created_at, expires_at,
+                    recipients FROM messages WHERE id = ?
+                """, [.text(id)]
+            ) { row in
+                found = StoredMessage(
+                    id: row.text(0), conversationId: row.optionalText(1), senderId: row.optionalText(2),
+                    payload: row.bytes(3), push: row.isNull(4) ? nil : row.bytes(4), priority: row.text(5),
+                    collapseKey: row.optionalText(6), createdAt: Timestamp(milliseconds: row.int64(7)),
+                    expiresAt: Timestamp(milliseconds: row.int64(8)), recipients: [])
+                recipients = Self.decodeRecipients(row.text(9))
+            }
+            guard var message = found else { return nil }
+            for recipient in recipients {
+                var cursors: (ack: Int64, fetched: Int64) = (0, 0)
+                try db.query("SELECT ack_seq, fetched_seq FROM inboxes WHERE user_id = ?", [.text(recipient.userId)]) {
+                    cursors = ($0.int64(0), $0.int64(1))
+                }
+                var recorded: DeliveryState?
+                var expiresAt = message.expiresAt
+                try db.query(
+                    "SELECT state, expires_at FROM inbox_entries WHERE user_id = ? AND seq = ?",
+                    [.text(recipient.userId), .int(recipient.seq)]
+                ) {
+                    recorded = DeliveryState(rawValue: $0.text(0))
+                    expiresAt = Timestamp(milliseconds: $0.int64(1))
+                }
+                // An entry already pruned was either acked (and past retention) or expired.
+                let state = DeliveryState.derive(
+                    recorded: recorded ?? .expired, seq: recipient.seq, ackSeq: cursors.ack, fetchedSeq: cursors.fetched,
+                    expiresAt: recorded == nil ? Timestamp(milliseconds: 0) : expiresAt, now: now)
+                message.recipients.append((recipient.userId, recipient.seq, state))
+            }
+            return message
+        }
+    }
+
+    // MARK: Inbox
+
+    package func inboxHead(userId: String) throws(StoreError) -> InboxHead {
+        try read { db in try self.head(userId, db) }
+    }
+
+    private func head(_ userId: String, _ db: SQLiteConnection) throws -> InboxHead {
+        var head = InboxHead(
+            userId: userId, epoch: epochFor(userId), headSeq: 0, ackSeq: 0, prunedSeq: 0, lastOnline: nil)
+        try db.query(
+            "SELECT epoch, head_seq, ack_seq, pruned_seq, last_online FROM inboxes WHERE user_id = ?", [.text(userId)]
+        ) { row in
+            head.epoch = row.text(0)
+            head.headSeq = row.int64(1)
+            head.ackSeq = row.int64(2)
+            head.prunedSeq = row.int64(3)
+            head.lastOnline = row.optionalInt64(4).map(Timestamp.init(milliseconds:))
+        }
+        return head
+    }
+
+    package func catchUp(
+        userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
+    ) throws(StoreError) -> CatchUpPage {
+        try read { db in
+            // One read transaction: the head and the rows come from the same snapshot.
+            try db.execute("BEGIN")
+            defer { _ = try? db.execute("COMMIT") }
+            let head = try self.head(userId, db)
+            let window = CatchUpWindow(
+                after: after, clientEpoch: epoch, epoch: head.epoch, headSeq: head.headSeq, prunedSeq: head.prunedSeq)
+            var page = CatchUpPage(head: head, window: window, messages: [], hasMore: false)
+            guard let readAfter = window.readAfter else { return page }
+            var bytes = 0
+            try db.query(
+                """
+                SELECT e.seq, m.id, m.conversation_id, m.sender_id, m.payload, m.created_at
+                FROM inbox_entries e JOIN messages m ON m.id = e.message_id
+                WHERE e.user_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?
+                """, [.text(userId), .int(readAfter), .int(Int64(limit) + 1)]
+            ) { row in
+                guard page.messages.count < limit, bytes < maxBytes else {
+                    page.hasMore = true
+                    return
+                }
+                let message = InboxMessage(
+                    seq: row.int64(0), id: row.text(1), conversationId: row.optionalText(2),
+                    senderId: row.optionalText(3), payload: row.bytes(4), createdAt: Timestamp(milliseconds: row.int64(5)))
+                bytes += message.payload.count
+                page.messages.append(message)
+            }
+            return page
+        }
+    }
+
+    package func markFetched(userId: String, seq: Int64) {
+        writer.submit(
+            { db in
+                try db.run(
+                    "UPDATE inboxes SET fetched_seq = ? WHERE user_id = ? AND fetched_seq < ?",
+                    [.int(seq), .text(userId), .int(seq)])
+            }, completion: { _ in })
+    }
+
+    package func ack(
+        userId: String, seq: Int64, epoch: String?, completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                let head = try self.head(userId, db)
+                if let epoch, epoch != head.epoch { return AckOutcome.epochMismatch(current: head.epoch) }
+                guard seq <= head.headSeq else { return .beyondHead(headSeq: head.headSeq) }
+                guard seq > head.ackSeq else { return .acknowledged(ackSeq: head.ackSeq) }
+                try db.run("UPDATE inboxes SET ack_seq = ? WHERE user_id = ?", [.int(seq), .text(userId)])
+                return .acknowledged(ackSeq: seq)
+            }, completion: completion)
+    }
+
+    // MARK: Devices
+
+    package func putDevice(
+        _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                var createdAt: Int64?
+                try db.query(
+                    "SELECT created_at FROM devices WHERE user_id = ? AND device_id = ?",
+                    [.text(device.userId), .text(device.deviceId)]
+                ) { createdAt = $0.int64(0) }
+                var stored = device
+                if let createdAt { stored.createdAt = Timestamp(milliseconds: createdAt) }
+                try db.run(
+                    """
+                    INSERT INTO devices(user_id, device_id, push_url, platform, content_free, active, disabled_reason,
+                        created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, 1, NULL, ?, ?)
+                    ON CONFLICT(user_id, device_id) DO UPDATE SET push_url = excluded.push_url,
+                        platform = excluded.platform, content_free = excluded.content_free, active = 1,
+                        disabled_reason = NULL, updated_at = excluded.updated_at
+                    """,
+                    [
+                        .text(device.userId), .text(device.deviceId), .text(device.pushURL), .optional(device.platform),
+                        .int(device.contentFree ? 1 : 0), .int(stored.createdAt.milliseconds),
+                        .int(device.updatedAt.milliseconds),
+                    ])
+                var lastOnline: Int64?
+                try db.query(
+                    "SELECT last_online FROM devices WHERE user_id = ? AND device_id = ?",
+                    [.text(device.userId), .text(device.deviceId)]
+                ) { lastOnline = $0.optionalInt64(0) }
+                stored.lastOnline = lastOnline.map(Timestamp.init(milliseconds:))
+                stored.active = true
+                stored.disabledReason = nil
+                return (device: stored, created: createdAt == nil)
+            }, completion: completion)
+    }
+
+    package func deleteDevice(
+        userId: String, deviceId: String, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                try db.run("DELETE FROM devices WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
+                return db.changes > 0
+            }, completion: completion)
+    }
+
+    package func devices(userId: String) throws(StoreError) -> [Device] {
+        try read { db in
+            var devices: [Device] = []
+            try db.query(
+                """
+                SELECT device_id, push_url, platform, content_free, active, disabled_reason, created_at, updated_at,
+                    last_online FROM devices WHERE user_id = ? ORDER BY device_id
+                """, [.text(userId)]
+            ) { row in
+                devices.append(
+                    Device(
+                        userId: userId, deviceId: row.text(0), pushURL: row.text(1), platform: row.optionalText(2),
+                        contentFree: row.int64(3) != 0, active: row.int64(4) != 0, disabledReason: row.optionalText(5),
+                        createdAt: Timestamp(milliseconds: row.int64(6)), updatedAt: Timestamp(milliseconds: row.int64(7)),
+                        lastOnline: row.optionalInt64(8).map(Timestamp.init(milliseconds:))))
+            }
+            return devices
+        }
+    }
+
+    // MARK: Maintenance
+
+    package func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String {
+        let candidate = generate()
+        let result = waitFor { (completion: @escaping @Sendable (Result<String, StoreError>) -> Void) in
+            writer.submit(
+                { db in
+                    var value: String?
+                    try db.query("SELECT value FROM meta WHERE key = ?", [.text(name)]) { value = $0.text(0) }
+                    if let value { return value }
+                    try db.run("INSERT INTO meta(key, value) VALUES (?, ?)", [.text(name), .text(candidate)])
+                    return candidate
+                }, completion: completion)
+        }
+        return try result.get()
+    }
+
+    package func prune(
+        now: Timestamp, retentionSeconds: Int64, completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
+    ) {
+        let cutoff = now.milliseconds - retentionSeconds * 1000
+        writer.submit(
+            { db in
+                try db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq INTEGER NOT NULL)")
+                try db.run("DELETE FROM doomed")
+                // Expired by TTL, or acked and older than the retention window; bounded per pass.
+                try db.run(
+                    """
+                    INSERT INTO doomed(user_id, seq)
+                    SELECT e.user_id, e.seq FROM inbox_entries e JOIN inboxes i ON i.user_id = e.user_id
+                    WHERE e.expires_at <= ?1 OR (e.created_at <= ?2 AND e.seq <= i.ack_seq) LIMIT 20000
+                    """, [.int(now.milliseconds), .int(cutoff)])
+                try db.run(
+                    """
+                    UPDATE inboxes SET pruned_seq = max(pruned_seq,
+                        (SELECT max(seq) FROM doomed d WHERE d.user_id = inboxes.user_id))
+                    WHERE user_id IN (SELECT user_id FROM doomed)
+                    """)
+                try db.run("DELETE FROM inbox_entries WHERE (user_id, seq) IN (SELECT user_id, seq FROM doomed)")
+                let removed = db.changes
+                try db.run(
+                    """
+                    DELETE FROM messages WHERE id IN (
+                        SELECT m.id FROM messages m WHERE m.expires_at <= ?1 OR (m.created_at <= ?2
+                            AND NOT EXISTS (SELECT 1 FROM inbox_entries e WHERE e.message_id = m.id))
+                        LIMIT 20000)
+                    """, [.int(now.milliseconds), .int(cutoff)])
+                return removed
+            }, completion: completion)
+    }
+
+    package func checkWritable(completion: @escaping @Sendable (Bool) -> Void) {
+        writer.submit(
+            { db in
+                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('ready_probe', 'ok')")
+            }, completion: { completion((try? $0.get()) != nil) })
+    }
+
+    // MARK: Helpers
+
+    private func read<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
+        do {
+            return try readers.read(body)
+        } catch let error as SQLiteError {
+            throw .unavailable(error)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw .unavailable(SQLiteError(code: 1, message: "\(error)", sql: nil))
+        }
+    }
+
+    /// Blocks until a callback-style write completes; for start-up only, never on a request path.
+    private func waitFor<T: Sendable>(
+        _ start: (@escaping @Sendable (Result<T, StoreError>) -> Void) -> Void
+    ) -> Result<T, StoreError> {
+        let semaphore = DispatchSemaphore(value: 0)
+        let box = ResultBox<T>()
+        start { result in
+            box.set(result)
+            semaphore.signal()
+        }
+        semaphore.wait()
+        return box.get() ?? .failure(.closed)
+    }
+}

@@ -1,0 +1,13 @@
+/// Why the store could not do what was asked. The HTTP layer answers 503 for `unavailable`
+/// (disk full, I/O error, closed): nothing was stored, the client should retry.
+package enum StoreError: Error, Sendable, CustomStringConvertible {
+    case unavailable(SQLiteError)
+    case closed
+
+    package var description: String {
+        switch self {
+        case .unavailable(let error): return "store unavailable: \(error)"
+        case .closed: return "store closed"
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+
+/// The single writer of the database, with group commit.
+///
+/// Requests from every HTTP thread queue their writes here; one thread takes all queued writes,
+/// runs each inside its own savepoint of one transaction, commits once (`synchronous=FULL`,
+/// so one fsync), and only then completes them. Many concurrent requests therefore share one
+/// fsync, which is where durable throughput comes from. A write that fails rolls back its own
+/// savepoint only; a failed COMMIT fails the whole batch, and nothing of it was stored.
+///
+/// `@unchecked Sendable`: the connection is touched only by the writer thread; the queue is
+/// guarded by `condition`.
+package final class StoreWriter: @unchecked Sendable {
+    private struct Operation {
+        /// Runs on the writer thread inside a savepoint.
+        let run: @Sendable (SQLiteConnection) throws -> Void
+        /// Runs on the writer thread once the transaction's fate (or the write's own failure) is known.
+        let finish: @Sendable (Result<Void, StoreError>) -> Void
+    }
+
+    /// Carries a write's value from `run` to `finish`; both run on the writer thread, in order.
+    private final class Box<T>: @unchecked Sendable {
+        var value: T?
+    }
+
+    private let connection: SQLiteConnection
+    private let condition = NSCondition()
+    private var queue: [Operation] = []
+    private var stopping = false
+    private var stopped = false
+    /// Called with each committed batch's size (metrics).
+    private let onBatch: @Sendable (Int) -> Void
+
+    /// The most writes one transaction takes; bounds the latency of the first of them.
+    static let maxBatch = 1024
+
+    init(connection: SQLiteConnection, onBatch: @escaping @Sendable (Int) -> Void) {
+        self.connection = connection
+        self.onBatch = onBatch
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "pushrelay-writer"
+        thread.start()
+    }
+
+    /// Queues `work`; `completion` runs on the writer thread after the commit (or the failure).
+    func submit<T: Sendable>(
+        _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
+        completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) {
+        let box = Box<T>()
+        let operation = Operation(
+            run: { connection in box.value = try work(connection) },
+            finish: { outcome in
+                switch (outcome, box.value) {
+                case (.success, let value?): completion(.success(value))
+                case (.failure(let error), _): completion(.failure(error))
+                case (.success, nil): completion(.failure(.closed))
+                }
+            })
+        condition.lock()
+        guard !stopping else {
+            condition.unlock()
+            completion(.failure(.closed))
+            return
+        }
+        queue.append(operation)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Finishes every queued write, then stops the thread. Later submissions fail with `.closed`.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        while !stopped { condition.wait() }
+        condition.unlock()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while queue.isEmpty && !stopping { condition.wait() }
+            if queue.isEmpty {
+                stopped = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            let take = min(queue.count, Self.maxBatch)
+            let batch = Array(queue.prefix(take))
+            queue.removeFirst(take)
+            condition.unlock()
+            commit(batch)
+        }
+    }
+
+    private func commit(_ batch: [Operation]) {
+        do {
+            try connection.execute("BEGIN IMMEDIATE")
+        } catch {
+            for operation in batch { operation.finish(.failure(Self.storeError(error))) }
+            return
+        }
+        var succeeded: [Operation] = []
+        var failed: [(Operation, StoreError)] = []
+        for operation in batch {
+            do {
+                try connection.execute("SAVEPOINT op")
+                try operation.run(connection)
+                try connection.execute("RELEASE op")
+                succeeded.append(operation)
+            } catch {
+                _ = try? connection.execute("ROLLBACK TO op")
+                _ = try? connection.execute("RELEASE op")
+                failed.append((operation, Self.storeError(error)))
+            }
+        }
+        do {
+            try connection.execute("COMMIT")
+            onBatch(batch.count)
+            for operation in succeeded { operation.finish(.success(())) }
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            for operation in succeeded { operation.finish(.failure(Self.storeError(error))) }
+        }
+        for (operation, error) in failed { operation.finish(.failure(error)) }
+    }
+
+    private static func storeError(_ error: any Error) -> StoreError {
+        if let error = error as? SQLiteError { return .unavailable(error) }
+        if let error = error as? StoreError { return error }
+        return .unavailable(SQLiteError(code: 1, message: "\(error)", sql: nil))
+    }
+}
