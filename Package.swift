@@ -49,15 +49,19 @@ let package = Package(
         ),
         .executableTarget(name: "pushrelay", dependencies: ["RelayServer"], swiftSettings: swiftSettings),
 
+        // MARK: Test support
+        /// Test fixtures shared by the test targets: a real relay process on port 0, HTTP helpers.
+        .target(name: "RelayTesting", swiftSettings: swiftSettings),
+
         // MARK: Tests
         .testTarget(
-            name: "RelayCoreTests",
+            name: "RelayUnitTests",
             dependencies: ["RelayCore", "RelayCrypto", "RelayStore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "RelayServerTests",
-            dependencies: ["RelayServer", "RelayCore"],
+            dependencies: ["RelayServer", "RelayCore", "RelayTesting"],
             swiftSettings: swiftSettings
         ),
     ]

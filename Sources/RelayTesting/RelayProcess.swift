@@ -1,0 +1,187 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A real `pushrelay serve` process on an ephemeral port with its own temporary database,
+/// for end-to-end tests. Stops (SIGKILL) in `deinit` if the test did not stop it.
+public final class RelayProcess: @unchecked Sendable {
+    public struct LaunchError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// The server key every test relay is started with.
+    public static let serverKey = "test-server-key-0123456789"
+
+    public let directory: URL
+    public let databasePath: String
+    public private(set) var baseURL: URL
+    public private(set) var process: Process
+    private var extraArguments: [String]
+    private var environment: [String: String]
+    private let logPath: String
+
+    /// The `pushrelay` binary: `PUSHRELAY_BIN`, or next to the test bundle in `.build/<config>/`.
+    public static var binaryPath: String {
+        if let path = ProcessInfo.processInfo.environment["PUSHRELAY_BIN"] { return path }
+        var url = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = url.appendingPathComponent("pushrelay").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            url = url.deletingLastPathComponent()
+        }
+        return ".build/debug/pushrelay"
+    }
+
+    /// Starts a relay. `arguments` are extra flags (e.g. `["--retention-s", "1"]`).
+    public init(arguments: [String] = [], environment: [String: String] = [:], directory: URL? = nil) throws {
+        let dir =
+            directory
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushrelay-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        self.directory = dir
+        databasePath = dir.appendingPathComponent("relay.sqlite").path
+        logPath = dir.appendingPathComponent("relay.log").path
+        extraArguments = arguments
+        self.environment = environment
+        baseURL = URL(fileURLWithPath: "/")
+        process = Process()
+        try launch(port: 0)
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    private func launch(port: Int) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binaryPath)
+        process.arguments =
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--db", databasePath, "--server-keys", Self.serverKey,
+                "--client-token-secret", "test-client-token-secret-0123456789abcdef",
+            ] + extraArguments
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHRELAY_") }
+        env.merge(environment) { $1 }
+        process.environment = env
+        let stdout = Pipe()
+        process.standardOutput = stdout
+        if !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        process.standardError = log
+        try process.run()
+        self.process = process
+        // The first stdout line names the bound URL.
+        let deadline = Date().addingTimeInterval(20)
+        var buffer = Data()
+        while Date() < deadline {
+            let chunk = stdout.fileHandleForReading.availableData
+            if chunk.isEmpty {
+                guard process.isRunning else { break }
+                continue
+            }
+            buffer.append(chunk)
+            if let text = String(data: buffer, encoding: .utf8), let range = text.range(of: "listening on ") {
+                let rest = text[range.upperBound...]
+                if let end = rest.firstIndex(of: "\n"), let url = URL(string: String(rest[..<end])) {
+                    baseURL = url
+                    return
+                }
+            }
+        }
+        throw LaunchError(description: "relay did not start: \(logText)")
+    }
+
+    /// Everything the relay wrote to stderr so far.
+    public var logText: String {
+        (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+    }
+
+    public var port: Int { baseURL.port ?? 0 }
+
+    /// `kill -9`: no shutdown code runs.
+    public func crash() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Starts the relay again on the same database (and the same port when it is free).
+    public func restart() throws {
+        if process.isRunning { stop() }
+        do {
+            try launch(port: port)
+        } catch {
+            try launch(port: 0)
+        }
+    }
+
+    // MARK: HTTP
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: [String: String]
+        public var body: Data
+
+        public var json: Any? { try? JSONSerialization.jsonObject(with: body) }
+        public var object: [String: Any] { (json as? [String: Any]) ?? [:] }
+        public var text: String { String(decoding: body, as: UTF8.self) }
+        /// `error.code` of an error answer.
+        public var errorCode: String? { (object["error"] as? [String: Any])?["code"] as? String }
+    }
+
+    /// One HTTP request; `token` defaults to the server key, pass `nil` for none.
+    public func request(
+        _ method: String, _ path: String, json: Any? = nil, rawBody: Data? = nil, token: String? = serverKey,
+        headers: [String: String] = [:]
+    ) async throws -> Response {
+        guard let url = URL(string: path, relativeTo: baseURL) else { throw LaunchError(description: "bad path \(path)") }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.timeoutInterval = 30
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let json {
+            request.httpBody = try JSONSerialization.data(withJSONObject: json)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        if let rawBody { request.httpBody = rawBody }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await Self.session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw LaunchError(description: "not HTTP") }
+        var headerMap: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            headerMap[String(describing: name).lowercased()] = String(describing: value)
+        }
+        return Response(status: http.statusCode, headers: headerMap, body: data)
+    }
+
+    /// A client token for `userId` minted by the relay itself.
+    public func token(userId: String, deviceId: String = "device-1") async throws -> String {
+        let response = try await request("POST", "/v1/tokens", json: ["userId": userId, "deviceId": deviceId])
+        guard let token = response.object["token"] as? String else {
+            throw LaunchError(description: "no token: \(response.text)")
+        }
+        return token
+    }
+
+    static let session: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 16
+        configuration.timeoutIntervalForRequest = 30
+        return URLSession(configuration: configuration)
+    }()
+}

@@ -1,0 +1,83 @@
+import RelayCore
+import RelayCrypto
+import Testing
+
+@Suite struct ClientTokenTests {
+    static let secret = Array("a-secret-that-is-long-enough-for-hs256!!".utf8)
+    let codec = ClientTokenCodec(hmac: { Crypto.hmacSHA256(key: ClientTokenTests.secret, message: $0) })
+    let now: Int64 = 1_800_000_000
+
+    @Test func roundTrips() throws {
+        let claims = ClientClaims(userId: "alice", deviceId: "phone", expiresAt: now + 60, issuedAt: now)
+        let token = codec.encode(claims)
+        #expect(try codec.verify(token, now: now) == claims)
+    }
+
+    /// A token as PyJWT would mint it: `jwt.encode({"sub":"bob","exp":1800000060}, secret, "HS256")`,
+    /// with the header members in PyJWT's order; computed independently of `encode`.
+    @Test func acceptsTokensMintedElsewhere() throws {
+        let header = Base64URL.encode(Array(#"{"typ":"JWT","alg":"HS256"}"#.utf8))
+        let payload = Base64URL.encode(Array(#"{"sub":"bob","exp":1800000060.5}"#.utf8))
+        let signature = Base64URL.encode(Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(payload)".utf8)))
+        let claims = try codec.verify("\(header).\(payload).\(signature)", now: now)
+        #expect(claims.userId == "bob")
+        #expect(claims.deviceId == nil)
+        #expect(claims.expiresAt == 1_800_000_060)
+    }
+
+    @Test func rejectsTamperedPayload() {
+        let token = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now + 60))
+        let parts = token.split(separator: ".")
+        let forged = Base64URL.encode(Array(#"{"sub":"mallory","exp":1800000060}"#.utf8))
+        #expect(throws: ClientTokenError.badSignature) { try codec.verify("\(parts[0]).\(forged).\(parts[2])", now: now) }
+    }
+
+    @Test func rejectsAlgNone() {
+        let header = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8))
+        let payload = Base64URL.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8))
+        #expect(throws: ClientTokenError.unsupportedAlgorithm("none")) { try codec.verify("\(header).\(payload).", now: now) }
+    }
+
+    @Test func rejectsOtherAlgorithms() {
+        let header = Base64URL.encode(Array(#"{"alg":"RS256"}"#.utf8))
+        let payload = Base64URL.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8))
+        #expect(throws: ClientTokenError.unsupportedAlgorithm("RS256")) { try codec.verify("\(header).\(payload).AAAA", now: now) }
+    }
+
+    @Test func rejectsExpiredAndNotYetValid() {
+        let expired = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now - 31))
+        #expect(throws: ClientTokenError.expired) { try codec.verify(expired, now: now) }
+        let early = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now + 600, notBefore: now + 120))
+        #expect(throws: ClientTokenError.notYetValid) { try codec.verify(early, now: now) }
+        // Within the 30 s leeway both pass.
+        let justExpired = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now - 5))
+        #expect((try? codec.verify(justExpired, now: now)) != nil)
+    }
+
+    @Test func rejectsMissingOrBadClaims() {
+        let header = Base64URL.encode(Array(#"{"alg":"HS256"}"#.utf8))
+        func sign(_ payload: String) -> String {
+            let body = Base64URL.encode(Array(payload.utf8))
+            let mac = Base64URL.encode(Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(body)".utf8)))
+            return "\(header).\(body).\(mac)"
+        }
+        #expect(throws: ClientTokenError.invalidClaim("exp")) { try codec.verify(sign(#"{"sub":"a"}"#), now: now) }
+        #expect(throws: ClientTokenError.invalidClaim("sub")) { try codec.verify(sign(#"{"exp":1900000000}"#), now: now) }
+        #expect(throws: ClientTokenError.invalidClaim("sub")) {
+            try codec.verify(sign(#"{"sub":"a/b","exp":1900000000}"#), now: now)
+        }
+        #expect(throws: ClientTokenError.malformed) { try codec.verify("abc", now: now) }
+        #expect(throws: ClientTokenError.malformed) { try codec.verify("a.b.c.d", now: now) }
+    }
+
+    @Test func base64URLRoundTripsAndRejectsNonCanonical() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+        }
+        #expect(Base64URL.decode("A") == nil)
+        #expect(Base64URL.decode("AA") == [0])
+        #expect(Base64URL.decode("AB") == nil)  // "AA" is the canonical spelling: spare bits must be 0
+        #expect(Base64URL.decode("a+b/") == nil)
+    }
+}

@@ -1,0 +1,78 @@
+import RelayCore
+import Testing
+
+@Suite struct JSONParserTests {
+    @Test func parsesEveryKindAndKeepsNumberText() throws {
+        let value = try JSONParser.parse(Array(#" {"a":[1,-2.5e3,true,false,null],"b":{"c":"d"},"big":12345678901234567890} "#.utf8))
+        #expect(value["a"] == .array([.number("1"), .number("-2.5e3"), .bool(true), .bool(false), .null]))
+        #expect(value["b"]?["c"] == .string("d"))
+        #expect(value["big"] == .number("12345678901234567890"))
+        #expect(String(decoding: value.serialized, as: UTF8.self) == #"{"a":[1,-2.5e3,true,false,null],"b":{"c":"d"},"big":12345678901234567890}"#)
+    }
+
+    @Test func decodesEscapesAndSurrogatePairs() throws {
+        let value = try JSONParser.parse(Array(#""\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00""#.utf8))
+        #expect(value == .string("\"\\/\u{8}\u{c}\n\r\té😀"))
+        // And back: control characters are escaped, the rest kept as UTF-8.
+        #expect(String(decoding: value.serialized, as: UTF8.self) == #""\"\\/\u0008\u000c\n\r\té😀""#)
+    }
+
+    @Test(arguments: [
+        "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{\"a\"}", "{a:1}", "01", "1.", ".5", "-", "1e", "+1", "tru", "nul",
+        "\"abc", "\"\\x\"", "\"\\ud800\"", "\"\\udc00x\"", "\"a\u{01}\"", "[1] 2", "NaN", "Infinity", "'a'",
+    ])
+    func rejectsMalformedDocuments(_ text: String) {
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse(Array(text.utf8)) }
+    }
+
+    @Test func rejectsInvalidUTF8() {
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse([0x22, 0xED, 0xA0, 0x80, 0x22]) }  // surrogate
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse([0x22, 0xC0, 0xAF, 0x22]) }  // overlong
+    }
+
+    @Test func boundsNestingDepth() throws {
+        let ok = String(repeating: "[", count: JSONParser.maxDepth) + String(repeating: "]", count: JSONParser.maxDepth)
+        _ = try JSONParser.parse(Array(ok.utf8))
+        let deep = String(repeating: "[", count: 100_000)
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse(Array(deep.utf8)) }
+    }
+
+    @Test func lastDuplicateMemberWins() throws {
+        let value = try JSONParser.parse(Array(#"{"a":1,"a":2}"#.utf8))
+        #expect(value["a"] == .number("2"))
+    }
+
+    @Test func writerSeparatesMembersAndElements() {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("list")
+        writer.beginArray()
+        writer.int(1)
+        writer.beginObject()
+        writer.key("x")
+        writer.null()
+        writer.key("y")
+        writer.raw(Array("[true]".utf8))
+        writer.endObject()
+        writer.string("s")
+        writer.endArray()
+        writer.key("n")
+        writer.bool(false)
+        writer.endObject()
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"list":[1,{"x":null,"y":[true]},"s"],"n":false}"#)
+    }
+}
+
+@Suite struct UTF8ValidatorTests {
+    @Test func acceptsValidAndRejectsInvalid() {
+        #expect(UTF8Validator.isValid(Array("héllo wörld 😀 ✓".utf8)))
+        #expect(UTF8Validator.isValid([0xF4, 0x8F, 0xBF, 0xBF]))  // U+10FFFF
+        #expect(!UTF8Validator.isValid([0xF4, 0x90, 0x80, 0x80]))  // above U+10FFFF
+        #expect(!UTF8Validator.isValid([0xE0, 0x80, 0x80]))  // overlong
+        #expect(!UTF8Validator.isValid([0xED, 0xBF, 0xBF]))  // surrogate
+        #expect(!UTF8Validator.isValid([0xE2, 0x82]))  // truncated
+        #expect(!UTF8Validator.isValid([0x80]))  // lone continuation
+        #expect(!UTF8Validator.isValid([0xFF]))
+    }
+}

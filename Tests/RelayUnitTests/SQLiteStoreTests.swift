@@ -1,0 +1,121 @@
+import Foundation
+import RelayCore
+import RelayStore
+import Testing
+
+@Suite struct SQLiteStoreTests: Sendable {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
+
+    func open() throws -> SQLiteStore {
+        try SQLiteStore(path: path, epochFor: { "epoch-\($0)" })
+    }
+
+    func message(_ id: String, _ recipients: [String], text: String = "x") throws -> NewMessage {
+        let json = try JSONParser.parse(Array(#"{"id":"\#(id)","recipients":[\#(recipients.map { "\"\($0)\"" }.joined(separator: ","))],"payload":{"t":"\#(text)"}}"#.utf8))
+        let incoming = try IncomingMessage(json: json, maxPayloadBytes: 65536, defaultTTLSeconds: 3600)
+        return NewMessage(message: incoming, fingerprint: Array(text.utf8), now: Timestamp(milliseconds: 1_000_000))
+    }
+
+    static func accept(_ store: SQLiteStore, _ new: NewMessage) async throws -> AcceptOutcome {
+        try await withCheckedThrowingContinuation { continuation in
+            store.accept(new, delivery: { _ in .stored }) { continuation.resume(with: $0) }
+        }
+    }
+
+    @Test func concurrentAcceptsGetGaplessSeqs() async throws {
+        let store = try open()
+        defer { store.close() }
+        let seqs = try await withThrowingTaskGroup(of: [Int64].self) { group in
+            for worker in 0..<8 {
+                let batch = try (0..<50).map { try message("w\(worker)-\($0)", ["u"]) }
+                group.addTask {
+                    var mine: [Int64] = []
+                    for new in batch {
+                        guard case .accepted(let recipients) = try await Self.accept(store, new) else {
+                            throw CancellationError()
+                        }
+                        mine.append(recipients[0].seq)
+                    }
+                    return mine
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(seqs.sorted() == Array(1...400))
+        let page = try store.catchUp(userId: "u", after: 0, epoch: nil, limit: 1000, maxBytes: 1 << 20)
+        #expect(page.messages.map(\.seq) == Array(1...400))
+        #expect(page.head.headSeq == 400)
+        #expect(page.window.complete)
+    }
+
+    @Test func idempotentReplayAndConflict() async throws {
+        let store = try open()
+        defer { store.close() }
+        guard case .accepted(let first) = try await Self.accept(store, try message("m", ["a", "b"])) else {
+            Issue.record("not accepted")
+            return
+        }
+        guard case .replay(let again) = try await Self.accept(store, try message("m", ["a", "b"])) else {
+            Issue.record("not a replay")
+            return
+        }
+        #expect(again == first)
+        guard case .conflict = try await Self.accept(store, try message("m", ["a"], text: "other")) else {
+            Issue.record("not a conflict")
+            return
+        }
+        // The conflict consumed no seq.
+        #expect(try store.inboxHead(userId: "a").headSeq == 1)
+    }
+
+    @Test func pagesAndByteBudget() async throws {
+        let store = try open()
+        defer { store.close() }
+        for n in 1...10 { _ = try await Self.accept(store, try message("m\(n)", ["u"])) }
+        let page = try store.catchUp(userId: "u", after: 3, epoch: "epoch-u", limit: 4, maxBytes: 1 << 20)
+        #expect(page.messages.map(\.seq) == [4, 5, 6, 7])
+        #expect(page.hasMore)
+        let small = try store.catchUp(userId: "u", after: 0, epoch: nil, limit: 100, maxBytes: 20)
+        #expect(small.messages.count == 3)  // 9-byte payloads: the page stops once 20 bytes are passed
+        #expect(small.hasMore)
+        let wrongEpoch = try store.catchUp(userId: "u", after: 3, epoch: "stale", limit: 4, maxBytes: 1 << 20)
+        #expect(wrongEpoch.messages.isEmpty)
+        #expect(!wrongEpoch.window.complete)
+    }
+
+    @Test func pruningAckedMessagesMarksTheRangeIncomplete() async throws {
+        let store = try open()
+        defer { store.close() }
+        for n in 1...5 { _ = try await Self.accept(store, try message("m\(n)", ["u"])) }
+        let acked: AckOutcome = try await withCheckedThrowingContinuation { continuation in
+            store.ack(userId: "u", seq: 3, epoch: nil) { continuation.resume(with: $0) }
+        }
+        #expect(acked == .acknowledged(ackSeq: 3))
+        // Retention 0 s at a later time: seqs 1-3 (acked) go; 4-5 stay.
+        let removed: Int = try await withCheckedThrowingContinuation { continuation in
+            store.prune(now: Timestamp(milliseconds: 2_000_000), retentionSeconds: 0) { continuation.resume(with: $0) }
+        }
+        #expect(removed == 3)
+        let page = try store.catchUp(userId: "u", after: 1, epoch: nil, limit: 100, maxBytes: 1 << 20)
+        #expect(!page.window.complete)
+        #expect(page.head.prunedSeq == 3)
+        #expect(page.messages.map(\.seq) == [4, 5])
+        let fromHead = try store.catchUp(userId: "u", after: 3, epoch: nil, limit: 100, maxBytes: 1 << 20)
+        #expect(fromHead.window.complete)
+    }
+
+    @Test func survivesReopen() async throws {
+        do {
+            let store = try open()
+            _ = try await Self.accept(store, try message("m1", ["u"]))
+            store.close()
+        }
+        let store = try open()
+        defer { store.close() }
+        guard case .accepted(let recipients) = try await Self.accept(store, try message("m2", ["u"])) else {
+            Issue.record("not accepted")
+            return
+        }
+        #expect(recipients[0].seq == 2)
+    }
+}
