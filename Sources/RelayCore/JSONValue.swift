@@ -57,6 +57,20 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// The same value with every object's members sorted by key: two bodies that differ only in
+    /// member order or spacing have the same canonical serialization (the idempotency fingerprint).
+    public var canonical: JSONValue {
+        switch self {
+        case .array(let elements): return .array(elements.map(\.canonical))
+        case .object(let members):
+            // Keep the last of duplicate keys, as the subscript reads them.
+            var byKey: [String: JSONValue] = [:]
+            for (key, value) in members { byKey[key] = value.canonical }
+            return .object(byKey.sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) })
+        default: return self
+        }
+    }
+
     /// Compact serialization: no spaces, members in their original order.
     public var serialized: [UInt8] {
         var writer = JSONWriter()

@@ -10,12 +10,12 @@ package enum ConfigLoader {
     }
 
     /// A setting: its JSON key, and how to apply a textual value to the config.
-    struct Setting: Sendable {
-        let key: String
+    package struct Setting: Sendable {
+        package let key: String
         let apply: @Sendable (inout RelayConfig, String) throws(Error) -> Void
 
         /// `PUSHRELAY_PUSH_DELAY_MS` for `pushDelayMs`.
-        var environmentName: String {
+        package var environmentName: String {
             var name = "PUSHRELAY_"
             for character in key {
                 if character.isUppercase { name.append("_") }
@@ -25,7 +25,7 @@ package enum ConfigLoader {
         }
 
         /// `--push-delay-ms` for `pushDelayMs`.
-        var flag: String {
+        package var flag: String {
             var name = "--"
             for character in key {
                 if character.isUppercase { name.append("-") }
@@ -68,7 +68,7 @@ package enum ConfigLoader {
         }
     }
 
-    static let settings: [Setting] = [
+    package static let settings: [Setting] = [
         string("listen", \.listen),
         string("db", \.db),
         list("serverKeys", \.serverKeys),

@@ -16,9 +16,9 @@ extension RelayAPI {
         } catch {
             throw .validation(error)
         }
-        // The fingerprint covers the parsed request, so whitespace or escaping differences in a
-        // retry do not count as "another body".
-        let fingerprint = Crypto.sha256(json.serialized)
+        // The fingerprint covers the parsed, canonicalized request, so member order, spacing or
+        // escaping differences in a retry do not count as "another body".
+        let fingerprint = Crypto.sha256(json.canonical.serialized)
         let metrics = self.metrics
         store.accept(
             NewMessage(message: message, fingerprint: fingerprint, now: now()),

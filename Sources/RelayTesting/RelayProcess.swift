@@ -8,6 +8,7 @@ public import Foundation
 public final class RelayProcess: @unchecked Sendable {
     public struct LaunchError: Error, CustomStringConvertible {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     /// The server key every test relay is started with.

@@ -38,6 +38,15 @@ import Testing
         #expect(throws: JSONParser.Error.self) { try JSONParser.parse(Array(deep.utf8)) }
     }
 
+    @Test func canonicalFormIgnoresMemberOrder() throws {
+        let a = try JSONParser.parse(Array(#"{"b":[{"y":1,"x":2}],"a":"s"}"#.utf8))
+        let b = try JSONParser.parse(Array(#"{ "a" : "s", "b" : [ {"x":2, "y":1} ] }"#.utf8))
+        #expect(a.canonical.serialized == b.canonical.serialized)
+        #expect(String(decoding: a.canonical.serialized, as: UTF8.self) == #"{"a":"s","b":[{"x":2,"y":1}]}"#)
+        let c = try JSONParser.parse(Array(#"{"b":[{"y":1,"x":3}],"a":"s"}"#.utf8))
+        #expect(a.canonical.serialized != c.canonical.serialized)
+    }
+
     @Test func lastDuplicateMemberWins() throws {
         let value = try JSONParser.parse(Array(#"{"a":1,"a":2}"#.utf8))
         #expect(value["a"] == .number("2"))

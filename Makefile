@@ -1,0 +1,56 @@
+# PushRelay — the two commands: `make run` and `make test`. Both install what is missing first.
+SHELL := /bin/bash
+SWIFT ?= swift
+# Debian packages the build and the tests need.
+APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev pkg-config
+# Extra packages for benchmarks only.
+BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
+DEV_ENV := .pushrelay-dev.env
+
+.PHONY: deps build release run test bench clean lint
+
+## deps: install missing Debian packages (apt-get update once, non-interactive install)
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+## run: build (release) and start the relay on 127.0.0.1:8080 with ./pushrelay.sqlite
+run: release
+	@if [ ! -f $(DEV_ENV) ]; then \
+	  echo "PUSHRELAY_SERVER_KEYS=dev_$$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')" > $(DEV_ENV); \
+	fi
+	@set -a; . ./$(DEV_ENV); set +a; \
+	listen=$${PUSHRELAY_LISTEN:-127.0.0.1:8080}; \
+	echo "server key: $$PUSHRELAY_SERVER_KEYS   (kept in $(DEV_ENV))"; \
+	echo "try:"; \
+	echo "  curl -s -X POST http://$$listen/v1/messages -H 'Authorization: Bearer '$$PUSHRELAY_SERVER_KEYS \\"; \
+	echo "       -H 'Content-Type: application/json' -d '{\"id\":\"m1\",\"recipients\":[\"alice\"],\"payload\":{\"text\":\"hi\"}}'"; \
+	echo "  curl -s http://$$listen/v1/users/alice/messages -H 'Authorization: Bearer '$$PUSHRELAY_SERVER_KEYS"; \
+	exec .build/release/pushrelay serve
+
+## test: build and run every test (unit and end-to-end against the real binary)
+test: deps
+	$(SWIFT) build --build-tests
+	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
+
+## bench: the benchmarks of BENCHMARKS.md (installs wrk, nginx, nchan)
+bench: release
+	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	Benchmarks/run.sh
+
+lint:
+	$(SWIFT) format lint --strict -r Sources Tests
+
+clean:
+	rm -rf .build

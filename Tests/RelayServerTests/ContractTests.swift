@@ -1,0 +1,66 @@
+import Foundation
+import RelayServer
+import Testing
+
+@Suite struct ContractTests {
+    /// `openapi.yaml` and the router must list the same (method, path) pairs.
+    @Test func openAPIListsExactlyTheRoutes() throws {
+        let specURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("openapi.yaml")
+        let spec = try String(contentsOf: specURL, encoding: .utf8)
+        var documented = Set<String>()
+        var inPaths = false
+        var currentPath: String?
+        let methods: Set<String> = ["get", "put", "post", "delete", "patch", "head", "options"]
+        for line in spec.split(separator: "\n", omittingEmptySubsequences: false) {
+            if !line.hasPrefix(" "), !line.isEmpty {
+                inPaths = line.hasPrefix("paths:")
+                continue
+            }
+            guard inPaths else { continue }
+            if line.hasPrefix("  /"), line.hasSuffix(":") {
+                currentPath = String(line.dropFirst(2).dropLast())
+            } else if line.hasPrefix("    "), !line.hasPrefix("     "), let currentPath {
+                let key = line.dropFirst(4).split(separator: ":").first.map(String.init) ?? ""
+                if methods.contains(key) { documented.insert("\(key.uppercased()) \(currentPath)") }
+            }
+        }
+        let routed = Set(RelayAPI.routes.map { "\($0.method) \($0.path)" })
+        #expect(documented == routed, "only in openapi.yaml: \(documented.subtracting(routed)); only in the router: \(routed.subtracting(documented))")
+        #expect(routed.count >= 14)
+    }
+}
+
+@Suite struct ConfigLoaderTests {
+    @Test func flagsWinOverEnvironmentWhichWinsOverTheFile() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).json")
+        try Data(#"{"listen":"127.0.0.1:1000","pushDelayMs":100,"retentionS":50,"pushAllowedHosts":["a.example","10.0.0.0/8"]}"#.utf8)
+            .write(to: file)
+        let (config, rest) = try ConfigLoader.load(
+            arguments: ["--config", file.path, "--push-delay-ms=300", "extra"],
+            environment: ["PUSHRELAY_PUSH_DELAY_MS": "200", "PUSHRELAY_RETENTION_S": "60"])
+        #expect(config.listen == "127.0.0.1:1000")  // file
+        #expect(config.retentionS == 60)  // environment over file
+        #expect(config.pushDelayMs == 300)  // flag over environment
+        #expect(config.pushAllowedHosts == ["a.example", "10.0.0.0/8"])
+        #expect(rest == ["extra"])
+    }
+
+    @Test func rejectsBadValues() {
+        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: ["--push-delay-ms", "soon"], environment: [:]) }
+        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: [], environment: ["PUSHRELAY_LISTEN": "nope"]) }
+        #expect(throws: ConfigLoader.Error.self) {
+            try ConfigLoader.load(arguments: ["--push-allowed-hosts", "10.0.0.0/99"], environment: [:])
+        }
+        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: ["--webhook-secret", "plain"], environment: [:]) }
+        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: ["--log-level", "loud"], environment: [:]) }
+    }
+
+    @Test func everySettingHasAnEnvironmentNameAndAFlag() {
+        let names = ConfigLoader.settings.map(\.environmentName)
+        #expect(names.contains("PUSHRELAY_PUSH_ALLOWED_HOSTS"))
+        #expect(names.contains("PUSHRELAY_RETENTION_S"))
+        #expect(names.contains("PUSHRELAY_MAX_WS_MESSAGE_BYTES"))
+        #expect(ConfigLoader.settings.map(\.flag).contains("--max-ws-message-bytes"))
+    }
+}
