@@ -105,18 +105,19 @@ package enum Command {
         return 0
     }
 
-    /// The effective configuration as JSON, with secrets replaced by `"<set>"`.
+    /// The effective configuration as JSON, with secrets replaced by a note.
     static func describe(_ config: RelayConfig) -> String {
+        let secrets: Set<String> = ["serverKeys", "clientTokenSecret", "webhookSecret", "metricsKey"]
         var writer = JSONWriter()
         writer.beginObject()
         for setting in ConfigLoader.settings {
             writer.key(setting.key)
-            switch setting.key {
-            case "serverKeys": writer.string(config.serverKeys.isEmpty ? "<generated>" : "<\(config.serverKeys.count) set>")
-            case "clientTokenSecret": writer.string(config.clientTokenSecret == nil ? "<generated>" : "<set>")
-            case "webhookSecret": writer.string(config.webhookSecret == nil ? "<generated>" : "<set>")
-            case "metricsKey": writer.string(config.metricsKey == nil ? "<none>" : "<set>")
-            default: writer.string(String(describing: Mirror(reflecting: config).descendant(setting.key).map { "\($0)" } ?? ""))
+            let value = setting.read(config)
+            if secrets.contains(setting.key) {
+                let isSet = value != .null && value != .array([])
+                writer.string(isSet ? "<set>" : (setting.key == "metricsKey" ? "<none>" : "<generated>"))
+            } else {
+                writer.value(value)
             }
         }
         writer.endObject()

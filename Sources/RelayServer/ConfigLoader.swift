@@ -13,6 +13,8 @@ package enum ConfigLoader {
     package struct Setting: Sendable {
         package let key: String
         let apply: @Sendable (inout RelayConfig, String) throws(Error) -> Void
+        /// The current value, for `check-config`.
+        let read: @Sendable (RelayConfig) -> JSONValue
 
         /// `PUSHRELAY_PUSH_DELAY_MS` for `pushDelayMs`.
         package var environmentName: String {
@@ -37,35 +39,44 @@ package enum ConfigLoader {
 
     static func string(_ key: String, _ path: WritableKeyPath<RelayConfig, String>) -> Setting {
         nonisolated(unsafe) let path = path  // key paths to stored properties are immutable
-        return Setting(key: key) { config, value throws(Error) in
-            guard !value.isEmpty else { throw Error(description: "\(key) must not be empty") }
-            config[keyPath: path] = value
-        }
+        return Setting(
+            key: key,
+            apply: { config, value throws(Error) in
+                guard !value.isEmpty else { throw Error(description: "\(key) must not be empty") }
+                config[keyPath: path] = value
+            }, read: { .string($0[keyPath: path]) })
     }
 
     static func optionalString(_ key: String, _ path: WritableKeyPath<RelayConfig, String?>) -> Setting {
         nonisolated(unsafe) let path = path
-        return Setting(key: key) { config, value throws(Error) in config[keyPath: path] = value.isEmpty ? nil : value }
+        return Setting(
+            key: key, apply: { config, value throws(Error) in config[keyPath: path] = value.isEmpty ? nil : value },
+            read: { $0[keyPath: path].map { .string($0) } ?? .null })
     }
 
     static func list(_ key: String, _ path: WritableKeyPath<RelayConfig, [String]>) -> Setting {
         nonisolated(unsafe) let path = path
-        return Setting(key: key) { config, value throws(Error) in
-            config[keyPath: path] = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty }
-        }
+        return Setting(
+            key: key,
+            apply: { config, value throws(Error) in
+                config[keyPath: path] = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { !$0.isEmpty }
+            }, read: { .array($0[keyPath: path].map { .string($0) }) })
     }
 
     static func integer<T: FixedWidthInteger & Sendable>(
         _ key: String, _ path: WritableKeyPath<RelayConfig, T>, _ range: ClosedRange<T>
    ) -> Setting {
         nonisolated(unsafe) let path = path
-        return Setting(key: key) { config, value throws(Error) in
-            guard let number = T(value.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
-                throw Error(description: "\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
-            }
-            config[keyPath: path] = number
-        }
+        return Setting(
+            key: key,
+            apply: { config, value throws(Error) in
+                guard let number = T(value.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+                    throw Error(
+                        description: "\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+                }
+                config[keyPath: path] = number
+            }, read: { .number(String($0[keyPath: path])) })
     }
 
     package static let settings: [Setting] = [
@@ -89,12 +100,14 @@ package enum ConfigLoader {
         integer("maxConnections", \.maxConnections, 1...1_000_000),
         integer("maxConnectionsPerIp", \.maxConnectionsPerIp, 0...1_000_000),
         integer("connectionTimeoutS", \.connectionTimeoutS, 0...86_400),
-        Setting(key: "logLevel") { config, value throws(Error) in
-            guard LogLevel(rawValue: value) != nil else {
-                throw Error(description: "logLevel must be debug, info, warning or error, not '\(value)'")
-            }
-            config.logLevel = value
-        },
+        Setting(
+            key: "logLevel",
+            apply: { config, value throws(Error) in
+                guard LogLevel(rawValue: value) != nil else {
+                    throw Error(description: "logLevel must be debug, info, warning or error, not '\(value)'")
+                }
+                config.logLevel = value
+            }, read: { .string($0.logLevel) }),
         optionalString("metricsKey", \.metricsKey),
         integer("pruneIntervalS", \.pruneIntervalS, 1...86_400),
     ]

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Helpers for Benchmarks/run.sh (standard library only).
+
+  parse-wrk RESULTS KEY WRK_OUTPUT [--fail-non2xx]   record wrk's req/s, p50/p99, errors
+  set RESULTS KEY VALUE                              record a value (JSON if it parses)
+  batch-delta RESULTS KEY BEFORE AFTER               group-commit batch sizes between two /metrics dumps
+  fill-pushrelay PORT KEY USER COUNT [THREADS]       POST COUNT messages for USER (keep-alive)
+  fill-nchan PORT CHANNEL COUNT BODY [THREADS]       publish COUNT messages to an nchan channel
+  check-pushrelay FILE COUNT                         the catch-up answer holds exactly COUNT messages
+  check-nchan FILE HEADERS COUNT                     the multipart longpoll answer holds COUNT parts
+  median V1 V2 ...                                   print the median
+  report RESULTS MARKDOWN                            print the summary table, write it as Markdown
+"""
+
+import http.client
+import json
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+
+
+def load(path):
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    return {}
+
+
+def save(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def to_ms(value, unit):
+    factor = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3600000.0}[unit]
+    return float(value) * factor
+
+
+def parse_wrk(text):
+    out = {"rps": None, "p50_ms": None, "p99_ms": None, "requests": None, "non2xx": 0,
+           "socket_errors": {"connect": 0, "read": 0, "write": 0, "timeout": 0}}
+    m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    if m:
+        out["rps"] = float(m.group(1))
+    m = re.search(r"(\d+) requests in ([\d.]+\w+)", text)
+    if m:
+        out["requests"] = int(m.group(1))
+        out["elapsed"] = m.group(2)
+    for pct, key in (("50", "p50_ms"), ("99", "p99_ms")):
+        m = re.search(r"^\s+" + pct + r"%\s+([\d.]+)(us|ms|s|m|h)\s*$", text, re.M)
+        if m:
+            out[key] = to_ms(m.group(1), m.group(2))
+    m = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    if m:
+        out["non2xx"] = int(m.group(1))
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        out["socket_errors"] = dict(zip(("connect", "read", "write", "timeout"), map(int, m.groups())))
+    return out
+
+
+def cmd_parse_wrk(args):
+    results, key, wrk_file = args[:3]
+    fail_non2xx = "--fail-non2xx" in args[3:]
+    with open(wrk_file) as f:
+        text = f.read()
+    parsed = parse_wrk(text)
+    data = load(results)
+    data[key] = parsed
+    save(results, data)
+    errs = sum(parsed["socket_errors"].values())
+    print(f"    {key}: {fmt_rps(parsed['rps'])} req/s, p50 {fmt_ms(parsed['p50_ms'])} ms, "
+          f"p99 {fmt_ms(parsed['p99_ms'])} ms, "
+          f"non-2xx {parsed['non2xx']}, socket errors {errs}")
+    if parsed["rps"] is None or not parsed["requests"]:
+        sys.exit(f"!!! {key}: could not read a request rate from wrk's output ({wrk_file})")
+    if fail_non2xx and parsed["non2xx"]:
+        sys.exit(f"!!! {key}: {parsed['non2xx']} of {parsed['requests']} responses were not 2xx")
+
+
+def cmd_set(args):
+    results, key, value = args
+    try:
+        value = json.loads(value)
+    except ValueError:
+        pass
+    data = load(results)
+    data[key] = value
+    save(results, data)
+
+
+def read_batch_histogram(path):
+    buckets, total, count = {}, 0.0, 0.0
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'pushrelay_store_commit_batch_size_bucket\{le="([^"]+)"\}\s+([\d.e+]+)', line)
+            if m:
+                buckets[m.group(1)] = float(m.group(2))
+            elif line.startswith("pushrelay_store_commit_batch_size_sum"):
+                total = float(line.split()[-1])
+            elif line.startswith("pushrelay_store_commit_batch_size_count"):
+                count = float(line.split()[-1])
+    return buckets, total, count
+
+
+def cmd_batch_delta(args):
+    results, key, before, after = args
+    b0, s0, c0 = read_batch_histogram(before)
+    b1, s1, c1 = read_batch_histogram(after)
+    commits = c1 - c0
+    writes = s1 - s0
+    # Cumulative buckets -> share of commits per bucket, between the two dumps.
+    dist, prev = [], 0.0
+    for le in b1:  # in the order /metrics lists them: ascending bounds, then +Inf
+        cum = b1[le] - b0.get(le, 0.0)
+        if cum - prev > 0:
+            label = le if le == "+Inf" else str(int(float(le)))
+            dist.append(f"<={label}: {int(cum - prev)}")
+        prev = cum
+    dist = ", ".join(dist)
+    value = {"commits": int(commits), "writes": int(writes),
+             "mean": (writes / commits) if commits else None, "buckets": dist}
+    data = load(results)
+    data[key] = value
+    save(results, data)
+    print(f"    group commit: {value['commits']} commits for {value['writes']} writes, "
+          f"mean batch {value['mean'] and round(value['mean'], 1)}; commits by batch size: {dist}")
+
+
+def run_threads(count, threads, work):
+    """work(thread_index, indices) for indices split round-robin over threads; errors re-raised."""
+    errors = []
+
+    def wrapper(t):
+        try:
+            work(t, range(t, count, threads))
+        except Exception as e:  # noqa: BLE001 - report any failure of a worker
+            errors.append(e)
+
+    ts = [threading.Thread(target=wrapper, args=(t,)) for t in range(threads)]
+    started = time.monotonic()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.monotonic() - started
+
+
+def cmd_fill_pushrelay(args):
+    port, key, user, count = int(args[0]), args[1], args[2], int(args[3])
+    threads = int(args[4]) if len(args) > 4 else 8
+    payload = json.loads(os.environ["BENCH_PAYLOAD"])
+
+    def work(t, indices):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+        for i in indices:
+            body = json.dumps({"id": f"{user}-{i}", "recipients": [user], "payload": payload},
+                              separators=(",", ":"))
+            conn.request("POST", "/v1/messages", body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 202:
+                raise RuntimeError(f"POST /v1/messages #{i}: {resp.status} {data[:300]!r}")
+        conn.close()
+
+    elapsed = run_threads(count, threads, work)
+    print(f"{elapsed:.3f}")
+
+
+def cmd_fill_nchan(args):
+    port, channel, count, body = int(args[0]), args[1], int(args[2]), args[3].encode()
+    threads = int(args[4]) if len(args) > 4 else 4
+
+    def work(t, indices):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for i in indices:
+            conn.request("POST", f"/pub/{channel}", body=body,
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            if not 200 <= resp.status < 300:
+                raise RuntimeError(f"nchan publish #{i}: {resp.status} {data[:300]!r}")
+        conn.close()
+
+    elapsed = run_threads(count, threads, work)
+    print(f"{elapsed:.3f}")
+
+
+def cmd_check_pushrelay(args):
+    path, count = args[0], int(args[1])
+    with open(path, "rb") as f:
+        doc = json.load(f)
+    msgs = doc.get("messages", [])
+    seqs = [m["seq"] for m in msgs]
+    problems = []
+    if len(msgs) != count:
+        problems.append(f"{len(msgs)} messages, expected {count}")
+    if seqs != sorted(seqs) or len(set(seqs)) != len(seqs):
+        problems.append("seqs not strictly increasing")
+    if doc.get("hasMore"):
+        problems.append("hasMore is true")
+    if doc.get("complete") is not True:
+        problems.append(f"complete is {doc.get('complete')!r}")
+    if problems:
+        sys.exit(f"!!! PushRelay catch-up answer wrong: {'; '.join(problems)} ({path})")
+    print(len(msgs))
+
+
+def cmd_check_nchan(args):
+    path, headers_path, count = args[0], args[1], int(args[2])
+    with open(headers_path, "rb") as f:
+        headers = f.read().decode("latin-1")
+    m = re.search(r"^Content-Type:\s*multipart/mixed;\s*boundary=(\S+)", headers, re.M | re.I)
+    if not m:
+        sys.exit(f"!!! nchan answer is not multipart/mixed:\n{headers}")
+    boundary = b"--" + m.group(1).encode()
+    with open(path, "rb") as f:
+        body = f.read()
+    # Every part starts with "--boundary\r\n"; the closing delimiter is "--boundary--".
+    parts = body.count(boundary + b"\r\n")
+    if parts != count:
+        sys.exit(f"!!! nchan catch-up answer holds {parts} parts, expected {count}")
+    print(parts)
+
+
+def cmd_median(args):
+    print(f"{statistics.median(float(a) for a in args):.4f}")
+
+
+def fmt_rps(v):
+    return "n/a" if v is None else f"{v:,.0f}"
+
+
+def fmt_ms(v):
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def cmd_report(args):
+    results, md_path = args
+    d = load(results)
+    meta = d.get("meta", {})
+
+    def best(prefix):
+        runs = {k[len(prefix):]: v for k, v in d.items() if k.startswith(prefix)}
+        if not runs:
+            return None, None, {}
+        w = max(runs, key=lambda k: runs[k]["rps"] or 0)
+        return w, runs[w], runs
+
+    ceil_w, ceil, ceil_runs = best("ceiling_w")
+    pub_w, pub, pub_runs = best("nchan_pub_w")
+    pr = d.get("pushrelay", {})
+    pr_rps = pr.get("rps")
+
+    def ratio(a, b):
+        return "n/a" if not a or not b else f"{a / b:.3f}"
+
+    def all_runs(runs):
+        return ", ".join(f"workers={w}: {fmt_rps(r['rps'])}" for w, r in runs.items())
+
+    rows = [
+        ("nginx ceiling `GET /ceiling` (204)", fmt_rps(ceil and ceil["rps"]),
+         fmt_ms(ceil and ceil["p50_ms"]), fmt_ms(ceil and ceil["p99_ms"]),
+         f"worker_processes {ceil_w} (tried {all_runs(ceil_runs)})"),
+        ("nchan publish `POST /pub/bench`", fmt_rps(pub and pub["rps"]),
+         fmt_ms(pub and pub["p50_ms"]), fmt_ms(pub and pub["p99_ms"]),
+         f"worker_processes {pub_w} (tried {all_runs(pub_runs)})"),
+        ("PushRelay `POST /v1/messages`", fmt_rps(pr_rps), fmt_ms(pr.get("p50_ms")),
+         fmt_ms(pr.get("p99_ms")),
+         f"{pr.get('requests')} requests, non-2xx {pr.get('non2xx')}, "
+         f"socket errors {sum(pr.get('socket_errors', {}).values())}"),
+    ]
+    batch = d.get("batch", {})
+    cu_pr, cu_nc = d.get("catchup_pushrelay", {}), d.get("catchup_nchan", {})
+
+    lines = []
+    lines.append(f"# PushRelay ingest / catch-up benchmark")
+    lines.append("")
+    lines.append(f"- when: {meta.get('date')}; commit {meta.get('commit')}; {meta.get('cpus')} CPUs; "
+                 f"{meta.get('nginx')}; wrk {meta.get('wrk_args')} (+{meta.get('warmup')} warm-up per run)")
+    lines.append(f"- payload: {meta.get('payload_bytes')}-byte JSON object; PushRelay: one recipient "
+                 f"(`bench`), unique `id` per request, `--http-threads` default")
+    lines.append("")
+    lines.append("## Ingest (wrk, loopback)")
+    lines.append("")
+    lines.append("| target | req/s | p50 ms | p99 ms | notes |")
+    lines.append("| --- | ---: | ---: | ---: | --- |")
+    for r in rows:
+        lines.append("| " + " | ".join(r) + " |")
+    lines.append("")
+    lines.append(f"- PushRelay / nginx ceiling: **{ratio(pr_rps, ceil and ceil['rps'])}**")
+    lines.append(f"- PushRelay / nchan publish: **{ratio(pr_rps, pub and pub['rps'])}**")
+    if batch:
+        mean = batch.get("mean")
+        lines.append(f"- PushRelay group commit during the measured run: {batch.get('commits')} commits "
+                     f"for {batch.get('writes')} writes, mean batch "
+                     f"{'n/a' if mean is None else f'{mean:.1f}'}; commits by batch size: {batch.get('buckets')}")
+    lines.append("")
+    lines.append(f"## Catch-up of {meta.get('catchup_n')} messages (one request, curl time_total, "
+                 f"median of {meta.get('catchup_runs')})")
+    lines.append("")
+    lines.append("| server | request | median s | all runs s | bytes | fill time s |")
+    lines.append("| --- | --- | ---: | --- | ---: | ---: |")
+    for name, c in (("PushRelay", cu_pr), ("nchan", cu_nc)):
+        if c:
+            runs = ", ".join(f"{t:.4f}" for t in c.get("times", []))
+            lines.append(f"| {name} | {c.get('request')} | {c.get('median'):.4f} | {runs} | "
+                         f"{c.get('bytes')} | {c.get('fill_s')} |")
+    lines.append("")
+    if cu_pr and cu_nc and cu_nc.get("median"):
+        lines.append(f"- PushRelay / nchan catch-up time: **{cu_pr['median'] / cu_nc['median']:.2f}x**")
+    lines.append(f"- nchan catch-up: {meta.get('nchan_catchup_note')}")
+    md = "\n".join(lines) + "\n"
+    os.makedirs(os.path.dirname(md_path), exist_ok=True)
+    with open(md_path, "w") as f:
+        f.write(md)
+    print(md)
+
+
+COMMANDS = {
+    "parse-wrk": cmd_parse_wrk, "set": cmd_set, "batch-delta": cmd_batch_delta,
+    "fill-pushrelay": cmd_fill_pushrelay, "fill-nchan": cmd_fill_nchan,
+    "check-pushrelay": cmd_check_pushrelay, "check-nchan": cmd_check_nchan,
+    "median": cmd_median, "report": cmd_report,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    COMMANDS[sys.argv[1]](sys.argv[2:])

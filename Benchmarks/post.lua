@@ -1,0 +1,34 @@
+-- wrk script: POST /v1/messages to PushRelay, one recipient, a unique `id` per request.
+--
+--   wrk -t2 -c64 -d10s -s Benchmarks/post.lua http://127.0.0.1:18080/v1/messages -- PREFIX [RECIPIENT] [KEY]
+--
+-- PREFIX makes the ids unique across wrk runs against the same database (a repeated id would be
+-- an idempotent retry, answered 200 without a write). The payload object is taken from the
+-- environment variable BENCH_PAYLOAD (run.sh sets it: the same 200-byte body nchan gets).
+
+local next_thread_id = 0
+
+-- Runs in the main Lua state, once per wrk thread: give each thread its own number.
+function setup(thread)
+  next_thread_id = next_thread_id + 1
+  thread:set("thread_id", next_thread_id)
+end
+
+-- Runs in each thread's own Lua state.
+function init(args)
+  prefix = args[1] or ("r" .. os.time())
+  recipient = args[2] or "bench"
+  local key = args[3] or "benchkey"
+  payload = os.getenv("BENCH_PAYLOAD") or ('{"text":"' .. string.rep("x", 189) .. '"}')
+  counter = 0
+  wrk.method = "POST"
+  wrk.headers["Authorization"] = "Bearer " .. key
+  wrk.headers["Content-Type"] = "application/json"
+  head = '{"id":"' .. prefix .. "-" .. thread_id .. "-"
+  tail = '","recipients":["' .. recipient .. '"],"payload":' .. payload .. "}"
+end
+
+function request()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, head .. counter .. tail)
+end
