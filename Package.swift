@@ -33,6 +33,9 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
 
+        /// glibc and Linux headers the Glibc module leaves out (malloc tuning, epoll, eventfd).
+        .systemLibrary(name: "CLinux"),
+
         // MARK: Pure logic
         .target(name: "RelayCore", swiftSettings: swiftSettings),
 
@@ -44,7 +47,7 @@ let package = Package(
         // MARK: Wiring and executable
         .target(
             name: "RelayServer",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP"],
+            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "CLinux"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "pushrelay", dependencies: ["RelayServer"], swiftSettings: swiftSettings),

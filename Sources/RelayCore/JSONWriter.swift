@@ -117,6 +117,12 @@ public struct JSONWriter: Sendable {
 
     private mutating func writeString(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Fast path: most strings (ids, timestamps) need no escaping and are copied whole.
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: value.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])

@@ -1,3 +1,4 @@
+internal import CLinux
 import Foundation
 import RelayCore
 import RelayCrypto
@@ -73,6 +74,9 @@ package enum Command {
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
+        // Keep freed heap memory instead of handing it back (and forth) to the kernel on every
+        // request: glibc's trimming showed up as madvise + TLB shootdowns under load.
+        pr_malloc_keep_memory(256 << 20, 32 << 20)
 
         let app = try RelayApp(config: config, logger: logger)
         let url = try app.start()

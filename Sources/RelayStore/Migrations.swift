@@ -33,7 +33,6 @@ enum Migrations {
             recipients TEXT NOT NULL
         );
         CREATE INDEX messages_by_expiry ON messages(expires_at);
-        CREATE INDEX messages_by_creation ON messages(created_at);
         CREATE TABLE inbox_entries(
             user_id TEXT NOT NULL,
             seq INTEGER NOT NULL,
@@ -44,7 +43,6 @@ enum Migrations {
             PRIMARY KEY(user_id, seq)
         ) WITHOUT ROWID;
         CREATE INDEX inbox_entries_by_message ON inbox_entries(message_id);
-        CREATE INDEX inbox_entries_by_expiry ON inbox_entries(expires_at);
         CREATE INDEX inbox_entries_by_creation ON inbox_entries(created_at);
         CREATE TABLE devices(
             user_id TEXT NOT NULL,

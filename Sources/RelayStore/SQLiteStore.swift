@@ -191,8 +191,8 @@ package final class SQLiteStore: RelayStore {
     ) throws(StoreError) -> CatchUpPage {
         try read { db in
             // One read transaction: the head and the rows come from the same snapshot.
-            try db.execute("BEGIN")
-            defer { _ = try? db.execute("COMMIT") }
+            try db.run("BEGIN")
+            defer { _ = try? db.run("COMMIT") }
             let head = try self.head(userId, db)
             let window = CatchUpWindow(
                 after: after, clientEpoch: epoch, epoch: head.epoch, headSeq: head.headSeq, prunedSeq: head.prunedSeq)
@@ -336,14 +336,20 @@ package final class SQLiteStore: RelayStore {
         let cutoff = now.milliseconds - retentionSeconds * 1000
         writer.submit(
             { db in
-                try db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq INTEGER NOT NULL)")
+                try db.execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL)")
                 try db.run("DELETE FROM doomed")
-                // Expired by TTL, or acked and older than the retention window; bounded per pass.
+                // Entries of expired messages, and entries acked and older than the retention
+                // window; bounded per pass (the next pass takes the rest).
                 try db.run(
                     """
-                    INSERT INTO doomed(user_id, seq)
-                    SELECT e.user_id, e.seq FROM inbox_entries e JOIN inboxes i ON i.user_id = e.user_id
-                    WHERE e.expires_at <= ?1 OR (e.created_at <= ?2 AND e.seq <= i.ack_seq) LIMIT 20000
+                    INSERT INTO doomed(user_id, seq, message_id)
+                    SELECT e.user_id, e.seq, e.message_id FROM messages m JOIN inbox_entries e ON e.message_id = m.id
+                    WHERE m.expires_at <= ?1
+                    UNION
+                    SELECT e.user_id, e.seq, e.message_id FROM inbox_entries e JOIN inboxes i ON i.user_id = e.user_id
+                    WHERE e.created_at <= ?2 AND e.seq <= i.ack_seq
+                    LIMIT 20000
                     """, [.int(now.milliseconds), .int(cutoff)])
                 try db.run(
                     """
@@ -353,13 +359,12 @@ package final class SQLiteStore: RelayStore {
                     """)
                 try db.run("DELETE FROM inbox_entries WHERE (user_id, seq) IN (SELECT user_id, seq FROM doomed)")
                 let removed = db.changes
+                // A message goes with its last entry (it also holds the idempotency record).
                 try db.run(
                     """
-                    DELETE FROM messages WHERE id IN (
-                        SELECT m.id FROM messages m WHERE m.expires_at <= ?1 OR (m.created_at <= ?2
-                            AND NOT EXISTS (SELECT 1 FROM inbox_entries e WHERE e.message_id = m.id))
-                        LIMIT 20000)
-                    """, [.int(now.milliseconds), .int(cutoff)])
+                    DELETE FROM messages WHERE id IN (SELECT DISTINCT message_id FROM doomed)
+                    AND NOT EXISTS (SELECT 1 FROM inbox_entries e WHERE e.message_id = messages.id)
+                    """)
                 return removed
             }, completion: completion)
     }

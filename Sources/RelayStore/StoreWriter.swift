@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// The single writer of the database, with group commit.
@@ -14,11 +15,11 @@ package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
         /// Runs on the writer thread inside a savepoint.
         let run: @Sendable (SQLiteConnection) throws -> Void
-        /// Runs on the writer thread once the transaction's fate (or the write's own failure) is known.
+        /// Runs on the completion queue once the transaction's fate (or the write's own failure) is known.
         let finish: @Sendable (Result<Void, StoreError>) -> Void
     }
 
-    /// Carries a write's value from `run` to `finish`; both run on the writer thread, in order.
+    /// Carries a write's value from `run` (writer thread) to `finish` (completion queue, strictly later).
     private final class Box<T>: @unchecked Sendable {
         var value: T?
     }
@@ -30,6 +31,9 @@ package final class StoreWriter: @unchecked Sendable {
     private var stopped = false
     /// Called with each committed batch's size (metrics).
     private let onBatch: @Sendable (Int) -> Void
+    /// Completions (building answers, resuming connections) run here, so that the writer starts
+    /// the next transaction at once instead of spending its time on them.
+    private let completions = DispatchQueue(label: "pushrelay-store-completions")
 
     /// The most writes one transaction takes; bounds the latency of the first of them.
     static let maxBatch = 1024
@@ -45,7 +49,7 @@ package final class StoreWriter: @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues `work`; `completion` runs on the writer thread after the commit (or the failure).
+    /// Queues `work`; `completion` runs on the completion queue after the commit (or the failure).
     func submit<T: Sendable>(
         _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
@@ -78,6 +82,7 @@ package final class StoreWriter: @unchecked Sendable {
         condition.broadcast()
         while !stopped { condition.wait() }
         condition.unlock()
+        completions.sync {}  // every completion has run
     }
 
     private func run() {
@@ -100,34 +105,40 @@ package final class StoreWriter: @unchecked Sendable {
 
     private func commit(_ batch: [Operation]) {
         do {
-            try connection.execute("BEGIN IMMEDIATE")
+            try connection.run("BEGIN IMMEDIATE")
         } catch {
-            for operation in batch { operation.finish(.failure(Self.storeError(error))) }
+            let failure = Self.storeError(error)
+            completions.async { for operation in batch { operation.finish(.failure(failure)) } }
             return
         }
         var succeeded: [Operation] = []
         var failed: [(Operation, StoreError)] = []
+        succeeded.reserveCapacity(batch.count)
         for operation in batch {
             do {
-                try connection.execute("SAVEPOINT op")
+                try connection.run("SAVEPOINT op")
                 try operation.run(connection)
-                try connection.execute("RELEASE op")
+                try connection.run("RELEASE op")
                 succeeded.append(operation)
             } catch {
-                _ = try? connection.execute("ROLLBACK TO op")
-                _ = try? connection.execute("RELEASE op")
+                _ = try? connection.run("ROLLBACK TO op")
+                _ = try? connection.run("RELEASE op")
                 failed.append((operation, Self.storeError(error)))
             }
         }
+        let outcome: Result<Void, StoreError>
         do {
-            try connection.execute("COMMIT")
+            try connection.run("COMMIT")
             onBatch(batch.count)
-            for operation in succeeded { operation.finish(.success(())) }
+            outcome = .success(())
         } catch {
-            _ = try? connection.execute("ROLLBACK")
-            for operation in succeeded { operation.finish(.failure(Self.storeError(error))) }
+            _ = try? connection.run("ROLLBACK")
+            outcome = .failure(Self.storeError(error))
         }
-        for (operation, error) in failed { operation.finish(.failure(error)) }
+        completions.async { [succeeded, failed] in
+            for operation in succeeded { operation.finish(outcome) }
+            for (operation, error) in failed { operation.finish(.failure(error)) }
+        }
     }
 
     private static func storeError(_ error: any Error) -> StoreError {

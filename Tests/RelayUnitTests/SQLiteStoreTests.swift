@@ -104,6 +104,30 @@ import Testing
         #expect(fromHead.window.complete)
     }
 
+    @Test func pruningExpiredMessagesRemovesThemAndTheirRecords() async throws {
+        let store = try open()
+        defer { store.close() }
+        for n in 1...3 { _ = try await Self.accept(store, try message("m\(n)", ["u", "v"])) }
+        // TTL is 3600 s from t = 1,000 s: one millisecond past it, everything has expired.
+        let removed: Int = try await withCheckedThrowingContinuation { continuation in
+            store.prune(now: Timestamp(milliseconds: 1_000_000 + 3_600_000), retentionSeconds: 1_000_000) {
+                continuation.resume(with: $0)
+            }
+        }
+        #expect(removed == 6)
+        #expect(try store.message(id: "m2", now: Timestamp(milliseconds: 0)) == nil)
+        let page = try store.catchUp(userId: "v", after: 0, epoch: nil, limit: 100, maxBytes: 1 << 20)
+        #expect(page.messages.isEmpty)
+        #expect(!page.window.complete)
+        #expect(page.head.prunedSeq == 3)
+        // The seq keeps counting from where it was.
+        guard case .accepted(let next) = try await Self.accept(store, try message("m4", ["v"])) else {
+            Issue.record("not accepted")
+            return
+        }
+        #expect(next[0].seq == 4)
+    }
+
     @Test func survivesReopen() async throws {
         do {
             let store = try open()
