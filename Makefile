@@ -40,6 +40,7 @@ run: release
 
 ## test: build and run every test (unit and end-to-end against the real binary)
 test: deps
+	$(SWIFT) format lint --strict -r Sources Tests
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
 

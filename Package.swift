@@ -13,7 +13,7 @@ let package = Package(
     name: "PushRelay",
     platforms: [.macOS(.v13)],
     products: [
-        .executable(name: "pushrelay", targets: ["pushrelay"]),
+        .executable(name: "pushrelay", targets: ["pushrelay"])
     ],
     targets: [
         // MARK: System libraries (C)

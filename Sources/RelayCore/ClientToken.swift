@@ -102,7 +102,9 @@ public struct ClientTokenCodec: Sendable {
         }
         var deviceId: String?
         if let did = payload["did"], !did.isNull {
-            guard let value = did.stringValue, Identifier.isValidUserOrDeviceId(value) else { throw .invalidClaim("did") }
+            guard let value = did.stringValue, Identifier.isValidUserOrDeviceId(value) else {
+                throw .invalidClaim("did")
+            }
             deviceId = value
         }
         guard let exp = Self.numericDate(payload["exp"]) else { throw .invalidClaim("exp") }

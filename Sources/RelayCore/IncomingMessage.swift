@@ -37,12 +37,14 @@ public struct IncomingMessage: Sendable, Equatable {
             throw ValidationError(.missingField, field: "payload", "'payload' is required")
         }
         guard case .object = payloadValue else {
-            throw ValidationError(.invalidField, field: "payload", "'payload' must be an object, not \(payloadValue.kindName)")
+            throw ValidationError(
+                .invalidField, field: "payload", "'payload' must be an object, not \(payloadValue.kindName)")
         }
         payload = payloadValue.serialized
         guard payload.count <= maxPayloadBytes else {
             throw ValidationError(
-                .payloadTooLarge, field: "payload", "'payload' is \(payload.count) bytes; the limit is \(maxPayloadBytes)")
+                .payloadTooLarge, field: "payload",
+                "'payload' is \(payload.count) bytes; the limit is \(maxPayloadBytes)")
         }
         conversationId = try fields.optionalString("conversationId", maxLength: 200)
         senderId = try fields.optionalString("senderId", maxLength: 200)

@@ -14,7 +14,9 @@ public struct PushURL: Sendable, Equatable {
         func invalid(_ why: String) -> ValidationError { ValidationError(.invalidField, field: "pushUrl", why) }
         guard text.utf8.count <= Self.maxLength, text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
         else { throw invalid("'pushUrl' must be an absolute http(s) URL of printable ASCII, at most 2048 bytes") }
-        guard let schemeEnd = text.firstRange(of: "://") else { throw invalid("'pushUrl' must be an absolute http(s) URL") }
+        guard let schemeEnd = text.firstRange(of: "://") else {
+            throw invalid("'pushUrl' must be an absolute http(s) URL")
+        }
         scheme = text[..<schemeEnd.lowerBound].lowercased()
         guard scheme == "http" || scheme == "https" else { throw invalid("'pushUrl' must use http or https") }
         let rest = text[schemeEnd.upperBound...]
@@ -33,7 +35,9 @@ public struct PushURL: Sendable, Equatable {
         var hostPart = Substring(authority)
         var portPart: Substring?
         if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw invalid("'pushUrl' has a malformed IPv6 host") }
+            guard let close = authority.firstIndex(of: "]") else {
+                throw invalid("'pushUrl' has a malformed IPv6 host")
+            }
             hostPart = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
             if !after.isEmpty {
@@ -48,7 +52,9 @@ public struct PushURL: Sendable, Equatable {
         guard !hostPart.isEmpty else { throw invalid("'pushUrl' has no host") }
         host = hostPart.lowercased()
         if let portPart {
-            guard let value = Int(portPart), (1...65535).contains(value) else { throw invalid("'pushUrl' has a bad port") }
+            guard let value = Int(portPart), (1...65535).contains(value) else {
+                throw invalid("'pushUrl' has a bad port")
+            }
             port = value
         } else {
             port = scheme == "https" ? 443 : 80

@@ -32,7 +32,8 @@ public struct FieldReader {
 
     public init(_ value: JSONValue) throws(ValidationError) {
         guard case .object = value else {
-            throw ValidationError(.invalidField, field: "$", "the request body must be a JSON object, not \(value.kindName)")
+            throw ValidationError(
+                .invalidField, field: "$", "the request body must be a JSON object, not \(value.kindName)")
         }
         object = value
     }
@@ -44,7 +45,9 @@ public struct FieldReader {
     }
 
     public func string(_ name: String) throws(ValidationError) -> String {
-        guard let value = value(name) else { throw ValidationError(.missingField, field: name, "'\(name)' is required") }
+        guard let value = value(name) else {
+            throw ValidationError(.missingField, field: name, "'\(name)' is required")
+        }
         guard let string = value.stringValue else {
             throw ValidationError(.invalidField, field: name, "'\(name)' must be a string, not \(value.kindName)")
         }
@@ -63,7 +66,8 @@ public struct FieldReader {
     public func identifier(_ name: String) throws(ValidationError) -> String {
         let string = try string(name)
         guard Identifier.isValidUserOrDeviceId(string) else {
-            throw ValidationError(.invalidField, field: name, "'\(name)' must be 1-128 characters from [A-Za-z0-9._:@+=-]")
+            throw ValidationError(
+                .invalidField, field: name, "'\(name)' must be 1-128 characters from [A-Za-z0-9._:@+=-]")
         }
         return string
     }
@@ -95,7 +99,9 @@ public struct FieldReader {
 
     /// A non-empty array of identifiers, duplicates dropped (first occurrence kept).
     public func identifierList(_ name: String, maxCount: Int) throws(ValidationError) -> [String] {
-        guard let value = value(name) else { throw ValidationError(.missingField, field: name, "'\(name)' is required") }
+        guard let value = value(name) else {
+            throw ValidationError(.missingField, field: name, "'\(name)' is required")
+        }
         guard case .array(let elements) = value else {
             throw ValidationError(.invalidField, field: name, "'\(name)' must be an array, not \(value.kindName)")
         }
@@ -108,7 +114,8 @@ public struct FieldReader {
         for element in elements {
             guard let id = element.stringValue, Identifier.isValidUserOrDeviceId(id) else {
                 throw ValidationError(
-                    .invalidField, field: name, "every entry of '\(name)' must be a user id of 1-128 characters from [A-Za-z0-9._:@+=-]")
+                    .invalidField, field: name,
+                    "every entry of '\(name)' must be a user id of 1-128 characters from [A-Za-z0-9._:@+=-]")
             }
             if seen.insert(id).inserted { result.append(id) }
         }

@@ -171,7 +171,9 @@ private func queue(_ response: HTTPResponse, requestId: String, on connection: O
 }
 
 /// Collects headers or query arguments through MHD's iterator.
-private func collect(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercased: Bool) -> [(name: String, value: String)] {
+private func collect(
+    _ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercased: Bool
+) -> [(name: String, value: String)] {
     final class Collector {
         var pairs: [(name: String, value: String)] = []
         let lowercased: Bool
@@ -182,7 +184,8 @@ private func collect(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowerca
         guard let pointer, let key else { return .YES }
         let collector = Unmanaged<Collector>.fromOpaque(pointer).takeUnretainedValue()
         let name = String(cString: key)
-        collector.pairs.append((collector.lowercased ? name.lowercased() : name, value.map { String(cString: $0) } ?? ""))
+        collector.pairs.append(
+            (collector.lowercased ? name.lowercased() : name, value.map { String(cString: $0) } ?? ""))
         return .YES
     }
     withExtendedLifetime(collector) {

@@ -14,7 +14,8 @@ package struct ListenSocket: Sendable {
 
         package var description: String {
             switch self {
-            case .badAddress(let text): return "bad listen address '\(text)': use host:port, e.g. 127.0.0.1:8080 or [::1]:8080"
+            case .badAddress(let text):
+                return "bad listen address '\(text)': use host:port, e.g. 127.0.0.1:8080 or [::1]:8080"
             case .system(let call, let code): return "\(call) failed: \(String(cString: strerror(code)))"
             }
         }
@@ -70,7 +71,9 @@ package struct ListenSocket: Sendable {
         guard fd >= 0 else { throw .system("socket", errno) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        if family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        if family == AF_INET6 {
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         let bound = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
         }

@@ -39,9 +39,11 @@ package struct APIError: Error, Sendable {
 
     static func store(_ error: StoreError) -> APIError {
         switch error {
-        case .closed: return APIError(503, "shutting_down", "the relay is shutting down; retry on another instance or later")
+        case .closed:
+            return APIError(503, "shutting_down", "the relay is shutting down; retry on another instance or later")
         case .unavailable:
-            return APIError(503, "store_unavailable", "the message store is unavailable; nothing was stored, retry later")
+            return APIError(
+                503, "store_unavailable", "the message store is unavailable; nothing was stored, retry later")
         }
     }
 }

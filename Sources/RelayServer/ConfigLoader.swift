@@ -66,14 +66,15 @@ package enum ConfigLoader {
 
     static func integer<T: FixedWidthInteger & Sendable>(
         _ key: String, _ path: WritableKeyPath<RelayConfig, T>, _ range: ClosedRange<T>
-   ) -> Setting {
+    ) -> Setting {
         nonisolated(unsafe) let path = path
         return Setting(
             key: key,
             apply: { config, value throws(Error) in
                 guard let number = T(value.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
                     throw Error(
-                        description: "\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+                        description:
+                            "\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
                 }
                 config[keyPath: path] = number
             }, read: { .number(String($0[keyPath: path])) })
@@ -171,7 +172,9 @@ package enum ConfigLoader {
         } catch {
             throw Error(description: "config file \(path) is not valid JSON: \(error)")
         }
-        guard case .object(let members) = json else { throw Error(description: "config file \(path) must hold a JSON object") }
+        guard case .object(let members) = json else {
+            throw Error(description: "config file \(path) must hold a JSON object")
+        }
         for (key, value) in members {
             guard let setting = settings.first(where: { $0.key == key }) else {
                 throw Error(description: "config file \(path): unknown setting '\(key)'")

@@ -5,7 +5,9 @@ extension HTTPRequest {
     /// The body as a JSON value: 415 unless it is declared JSON, 400 when it does not parse.
     func jsonBody() throws(APIError) -> JSONValue {
         let contentType = header("content-type")?.split(separator: ";").first?.trimmingPrefix(" ").lowercased() ?? ""
-        guard contentType == "application/json" || (contentType.hasPrefix("application/") && contentType.hasSuffix("+json"))
+        guard
+            contentType == "application/json"
+                || (contentType.hasPrefix("application/") && contentType.hasSuffix("+json"))
         else {
             throw APIError(415, "unsupported_media_type", "send the body as 'Content-Type: application/json'")
         }
@@ -27,10 +29,13 @@ extension HTTPRequest {
     }
 
     /// An integer query parameter within `range`, or `defaultValue` when absent.
-    func integerQuery(_ name: String, default defaultValue: Int64, in range: ClosedRange<Int64>) throws(APIError) -> Int64 {
+    func integerQuery(
+        _ name: String, default defaultValue: Int64, in range: ClosedRange<Int64>
+    ) throws(APIError) -> Int64 {
         guard let text = queryValue(name) else { return defaultValue }
         guard let value = Int64(text), range.contains(value) else {
-            throw .invalid("query parameter '\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            throw .invalid(
+                "query parameter '\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
     }

@@ -50,7 +50,9 @@ package struct Logger: Sendable {
     }
 
     private static func quote(_ value: String) -> String {
-        let plain = !value.isEmpty && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0 != "=" && $0.value < 0x7F }
+        let plain =
+            !value.isEmpty
+            && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0 != "=" && $0.value < 0x7F }
         if plain { return value }
         var out = "\""
         for scalar in value.unicodeScalars {

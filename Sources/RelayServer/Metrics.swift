@@ -62,13 +62,17 @@ package final class Metrics: Sendable {
         var out = ""
         out += "# HELP pushrelay_http_requests_total HTTP requests by route and status.\n"
         out += "# TYPE pushrelay_http_requests_total counter\n"
-        for (key, value) in snapshot.requests.sorted(by: { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }) {
-            out += "pushrelay_http_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(value)\n"
+        for (key, value) in snapshot.requests.sorted(by: {
+            ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status)
+        }) {
+            out +=
+                "pushrelay_http_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(value)\n"
         }
         out += "# HELP pushrelay_http_request_duration_seconds Time from a request's last byte to its response.\n"
         out += "# TYPE pushrelay_http_request_duration_seconds histogram\n"
         for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
-            out += Self.render(histogram, name: "pushrelay_http_request_duration_seconds", labels: "route=\"\(route)\",")
+            out += Self.render(
+                histogram, name: "pushrelay_http_request_duration_seconds", labels: "route=\"\(route)\",")
         }
         out += "# HELP pushrelay_messages_accepted_total Messages accepted (first acceptance, not replays).\n"
         out += "# TYPE pushrelay_messages_accepted_total counter\n"

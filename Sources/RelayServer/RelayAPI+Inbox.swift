@@ -20,7 +20,8 @@ extension RelayAPI {
             throw .invalid("query parameter 'epoch' must be 1 to 64 characters")
         }
         let page = try read(reply) { () throws(StoreError) in
-            try store.catchUp(userId: userId, after: after, epoch: epoch, limit: Int(limit), maxBytes: Self.pageByteBudget)
+            try store.catchUp(
+                userId: userId, after: after, epoch: epoch, limit: Int(limit), maxBytes: Self.pageByteBudget)
         }
         if case .client = principal, let last = page.messages.last {
             store.markFetched(userId: userId, seq: last.seq)

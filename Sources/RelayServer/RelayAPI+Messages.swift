@@ -51,7 +51,9 @@ extension RelayAPI {
     func getMessage(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
         let id = request.parameter("id")
-        guard Identifier.isValidMessageId(id) else { throw .invalid("'id' must be 1 to 200 bytes without control characters") }
+        guard Identifier.isValidMessageId(id) else {
+            throw .invalid("'id' must be 1 to 200 bytes without control characters")
+        }
         let now = self.now()
         guard let message = try read(reply, { () throws(StoreError) in try store.message(id: id, now: now) }) else {
             throw .notFound("no message with this id (never accepted, or already pruned)")

@@ -22,7 +22,8 @@ extension RelayAPI {
     /// `GET /metrics`: Prometheus text; behind `metricsKey` when one is configured.
     func renderMetrics(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         if let key = config.metricsKey {
-            guard let given = Authenticator.bearer(request), ConstantTime.equals(Array(given.utf8), Array(key.utf8)) else {
+            guard let given = Authenticator.bearer(request), ConstantTime.equals(Array(given.utf8), Array(key.utf8))
+            else {
                 throw .unauthorized("the metrics endpoint needs 'Authorization: Bearer <metrics key>'")
             }
         }

@@ -95,7 +95,8 @@ package final class RelayAPI: Sendable {
                 logger: requestLogger)
             reply.send(
                 APIError(
-                    405, "method_not_allowed", "\(request.method) is not allowed here; use \(allowed.joined(separator: ", "))",
+                    405, "method_not_allowed",
+                    "\(request.method) is not allowed here; use \(allowed.joined(separator: ", "))",
                     headers: [("Allow", allowed.joined(separator: ", "))]))
         case .notFound:
             let reply = Reply(

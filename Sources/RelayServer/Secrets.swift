@@ -1,6 +1,6 @@
-import Synchronization
 import RelayCrypto
 import RelayStore
+import Synchronization
 
 /// The secrets in force: configured ones win; the others are generated on first start and
 /// kept in the database, so that tokens and signatures stay valid across restarts.
@@ -14,17 +14,21 @@ struct Secrets {
     static func resolve(config: RelayConfig, store: any RelayStore) throws -> Secrets {
         let serverKeys =
             config.serverKeys.isEmpty
-            ? [try store.secret(named: "server_key") { "prk_" + Crypto.hex(Crypto.randomBytes(24)) }] : config.serverKeys
-        let clientTokenSecret = try config.clientTokenSecret
+            ? [try store.secret(named: "server_key") { "prk_" + Crypto.hex(Crypto.randomBytes(24)) }]
+            : config.serverKeys
+        let clientTokenSecret =
+            try config.clientTokenSecret
             ?? store.secret(named: "client_token_secret") { Crypto.hex(Crypto.randomBytes(32)) }
-        let webhookText = try config.webhookSecret
+        let webhookText =
+            try config.webhookSecret
             ?? store.secret(named: "webhook_secret") { WebhookSecret(key: Crypto.randomBytes(32)).text }
         guard let webhookSecret = WebhookSecret(webhookText) else {
             throw ConfigLoader.Error(description: "the stored webhook secret is malformed")
         }
         let epochKey = try store.secret(named: "epoch_key") { Crypto.hex(Crypto.randomBytes(16)) }
         return Secrets(
-            serverKeys: serverKeys, clientTokenSecret: clientTokenSecret, webhookSecret: webhookSecret, epochKey: epochKey)
+            serverKeys: serverKeys, clientTokenSecret: clientTokenSecret, webhookSecret: webhookSecret,
+            epochKey: epochKey)
     }
 }
 

@@ -65,7 +65,8 @@ enum Migrations {
         let current = try connection.userVersion
         guard current <= all.count else {
             throw SQLiteError(
-                code: 1, message: "database schema version \(current) is newer than this build (\(all.count))", sql: nil)
+                code: 1, message: "database schema version \(current) is newer than this build (\(all.count))", sql: nil
+            )
         }
         for version in current..<all.count {
             try connection.execute("BEGIN IMMEDIATE")

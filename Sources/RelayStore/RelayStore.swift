@@ -8,22 +8,28 @@ package protocol RelayStore: Sendable {
     func accept(
         _ message: NewMessage, delivery: @escaping @Sendable (String) -> InitialDelivery,
         completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
-    func catchUp(userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int) throws(StoreError) -> CatchUpPage
+    func catchUp(
+        userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
+    ) throws(StoreError) -> CatchUpPage
     /// Records that a client fetched up to `seq` (delivery state `fetched`); fire and forget.
     func markFetched(userId: String, seq: Int64)
     func ack(
-        userId: String, seq: Int64, epoch: String?, completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void)
+        userId: String, seq: Int64, epoch: String?,
+        completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void)
     func inboxHead(userId: String) throws(StoreError) -> InboxHead
     func message(id: String, now: Timestamp) throws(StoreError) -> StoredMessage?
 
-    func putDevice(_ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void)
-    func deleteDevice(userId: String, deviceId: String, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
+    func putDevice(
+        _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void)
+    func deleteDevice(
+        userId: String, deviceId: String, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
     func devices(userId: String) throws(StoreError) -> [Device]
 
     /// A named secret, created with `generate` and stored on first use.
     func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String
     /// Deletes what retention and TTL allow; returns the number of inbox entries removed.
-    func prune(now: Timestamp, retentionSeconds: Int64, completion: @escaping @Sendable (Result<Int, StoreError>) -> Void)
+    func prune(
+        now: Timestamp, retentionSeconds: Int64, completion: @escaping @Sendable (Result<Int, StoreError>) -> Void)
     /// Whether a trivial write goes through now (readiness).
     func checkWritable(completion: @escaping @Sendable (Bool) -> Void)
     /// Finishes queued writes and closes the database.

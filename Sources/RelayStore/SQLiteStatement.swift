@@ -32,13 +32,16 @@ package final class SQLiteStatement {
             case .null: rc = sqlite3_bind_null(handle, index)
             case .int(let number): rc = sqlite3_bind_int64(handle, index, number)
             case .text(let text):
-                rc = text.utf8.withContiguousStorageIfAvailable { buffer in
-                    buffer.withMemoryRebound(to: CChar.self) {
-                        pr_sqlite3_bind_text_transient(handle, index, $0.baseAddress, Int32($0.count))
-                    }
-                } ?? pr_sqlite3_bind_text_transient(handle, index, text, -1)
+                rc =
+                    text.utf8.withContiguousStorageIfAvailable { buffer in
+                        buffer.withMemoryRebound(to: CChar.self) {
+                            pr_sqlite3_bind_text_transient(handle, index, $0.baseAddress, Int32($0.count))
+                        }
+                    } ?? pr_sqlite3_bind_text_transient(handle, index, text, -1)
             case .blob(let bytes):
-                rc = bytes.withUnsafeBytes { pr_sqlite3_bind_blob_transient(handle, index, $0.baseAddress, Int32($0.count)) }
+                rc = bytes.withUnsafeBytes {
+                    pr_sqlite3_bind_blob_transient(handle, index, $0.baseAddress, Int32($0.count))
+                }
             }
             guard rc == SQLITE_OK else { throw SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql) }
         }

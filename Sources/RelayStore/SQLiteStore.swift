@@ -157,7 +157,8 @@ package final class SQLiteStore: RelayStore {
                 }
                 // An entry already pruned was either acked (and past retention) or expired.
                 let state = DeliveryState.derive(
-                    recorded: recorded ?? .expired, seq: recipient.seq, ackSeq: cursors.ack, fetchedSeq: cursors.fetched,
+                    recorded: recorded ?? .expired, seq: recipient.seq, ackSeq: cursors.ack,
+                    fetchedSeq: cursors.fetched,
                     expiresAt: recorded == nil ? Timestamp(milliseconds: 0) : expiresAt, now: now)
                 message.recipients.append((recipient.userId, recipient.seq, state))
             }
@@ -212,7 +213,8 @@ package final class SQLiteStore: RelayStore {
                 }
                 let message = InboxMessage(
                     seq: row.int64(0), id: row.text(1), conversationId: row.optionalText(2),
-                    senderId: row.optionalText(3), payload: row.bytes(4), createdAt: Timestamp(milliseconds: row.int64(5)))
+                    senderId: row.optionalText(3), payload: row.bytes(4),
+                    createdAt: Timestamp(milliseconds: row.int64(5)))
                 bytes += message.payload.count
                 page.messages.append(message)
             }
@@ -230,7 +232,8 @@ package final class SQLiteStore: RelayStore {
     }
 
     package func ack(
-        userId: String, seq: Int64, epoch: String?, completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void
+        userId: String, seq: Int64, epoch: String?,
+        completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void
     ) {
         writer.submit(
             { db in
@@ -306,7 +309,8 @@ package final class SQLiteStore: RelayStore {
                     Device(
                         userId: userId, deviceId: row.text(0), pushURL: row.text(1), platform: row.optionalText(2),
                         contentFree: row.int64(3) != 0, active: row.int64(4) != 0, disabledReason: row.optionalText(5),
-                        createdAt: Timestamp(milliseconds: row.int64(6)), updatedAt: Timestamp(milliseconds: row.int64(7)),
+                        createdAt: Timestamp(milliseconds: row.int64(6)),
+                        updatedAt: Timestamp(milliseconds: row.int64(7)),
                         lastOnline: row.optionalInt64(8).map(Timestamp.init(milliseconds:))))
             }
             return devices
@@ -337,7 +341,8 @@ package final class SQLiteStore: RelayStore {
         writer.submit(
             { db in
                 try db.execute(
-                    "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL)")
+                    "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL)"
+                )
                 try db.run("DELETE FROM doomed")
                 // Entries of expired messages, and entries acked and older than the retention
                 // window; bounded per pass (the next pass takes the rest).

@@ -1,6 +1,7 @@
 public import Foundation
+
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 
 /// A real `pushrelay serve` process on an ephemeral port with its own temporary database,
@@ -150,7 +151,9 @@ public final class RelayProcess: @unchecked Sendable {
         _ method: String, _ path: String, json: Any? = nil, rawBody: Data? = nil, token: String? = serverKey,
         headers: [String: String] = [:]
     ) async throws -> Response {
-        guard let url = URL(string: path, relativeTo: baseURL) else { throw LaunchError(description: "bad path \(path)") }
+        guard let url = URL(string: path, relativeTo: baseURL) else {
+            throw LaunchError(description: "bad path \(path)")
+        }
         var request = URLRequest(url: url)
         request.httpMethod = method
         request.timeoutInterval = 30

@@ -26,7 +26,10 @@ import Testing
             }
         }
         let routed = Set(RelayAPI.routes.map { "\($0.method) \($0.path)" })
-        #expect(documented == routed, "only in openapi.yaml: \(documented.subtracting(routed)); only in the router: \(routed.subtracting(documented))")
+        #expect(
+            documented == routed,
+            "only in openapi.yaml: \(documented.subtracting(routed)); only in the router: \(routed.subtracting(documented))"
+        )
         #expect(routed.count >= 14)
     }
 }
@@ -34,8 +37,11 @@ import Testing
 @Suite struct ConfigLoaderTests {
     @Test func flagsWinOverEnvironmentWhichWinsOverTheFile() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).json")
-        try Data(#"{"listen":"127.0.0.1:1000","pushDelayMs":100,"retentionS":50,"pushAllowedHosts":["a.example","10.0.0.0/8"]}"#.utf8)
-            .write(to: file)
+        try Data(
+            #"{"listen":"127.0.0.1:1000","pushDelayMs":100,"retentionS":50,"pushAllowedHosts":["a.example","10.0.0.0/8"]}"#
+                .utf8
+        )
+        .write(to: file)
         let (config, rest) = try ConfigLoader.load(
             arguments: ["--config", file.path, "--push-delay-ms=300", "extra"],
             environment: ["PUSHRELAY_PUSH_DELAY_MS": "200", "PUSHRELAY_RETENTION_S": "60"])
@@ -47,13 +53,21 @@ import Testing
     }
 
     @Test func rejectsBadValues() {
-        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: ["--push-delay-ms", "soon"], environment: [:]) }
-        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: [], environment: ["PUSHRELAY_LISTEN": "nope"]) }
+        #expect(throws: ConfigLoader.Error.self) {
+            try ConfigLoader.load(arguments: ["--push-delay-ms", "soon"], environment: [:])
+        }
+        #expect(throws: ConfigLoader.Error.self) {
+            try ConfigLoader.load(arguments: [], environment: ["PUSHRELAY_LISTEN": "nope"])
+        }
         #expect(throws: ConfigLoader.Error.self) {
             try ConfigLoader.load(arguments: ["--push-allowed-hosts", "10.0.0.0/99"], environment: [:])
         }
-        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: ["--webhook-secret", "plain"], environment: [:]) }
-        #expect(throws: ConfigLoader.Error.self) { try ConfigLoader.load(arguments: ["--log-level", "loud"], environment: [:]) }
+        #expect(throws: ConfigLoader.Error.self) {
+            try ConfigLoader.load(arguments: ["--webhook-secret", "plain"], environment: [:])
+        }
+        #expect(throws: ConfigLoader.Error.self) {
+            try ConfigLoader.load(arguments: ["--log-level", "loud"], environment: [:])
+        }
     }
 
     @Test func everySettingHasAnEnvironmentNameAndAFlag() {

@@ -43,8 +43,12 @@ import Testing
                         let response = try await relay.request(
                             "POST", "/v1/messages",
                             json: ["id": "p\(poster)-\(n)", "recipients": ["carol"], "payload": ["n": n, "p": poster]])
-                        guard response.status == 202, let seq = (response.object["recipients"] as? [[String: Any]])?.first?["seq"] as? Int
-                        else { throw RelayProcess.LaunchError(description: "post failed: \(response.status) \(response.text)") }
+                        guard response.status == 202,
+                            let seq = (response.object["recipients"] as? [[String: Any]])?.first?["seq"] as? Int
+                        else {
+                            throw RelayProcess.LaunchError(
+                                description: "post failed: \(response.status) \(response.text)")
+                        }
                         mine.append(seq)
                     }
                     return mine
@@ -80,7 +84,8 @@ import Testing
     @Test func restartKeepsEverything() async throws {
         let relay = try RelayProcess()
         for n in 1...20 {
-            let response = try await relay.request("POST", "/v1/messages", json: ["id": "r\(n)", "recipients": ["dave"], "payload": ["n": n]])
+            let response = try await relay.request(
+                "POST", "/v1/messages", json: ["id": "r\(n)", "recipients": ["dave"], "payload": ["n": n]])
             #expect(response.status == 202)
         }
         let token = try await relay.token(userId: "dave")
@@ -92,7 +97,8 @@ import Testing
         #expect(after.status == 200)
         #expect(after.object["epoch"] as? String == before.object["epoch"] as? String)
         #expect((after.object["messages"] as? [[String: Any]])?.count == 20)
-        let next = try await relay.request("POST", "/v1/messages", json: ["id": "r21", "recipients": ["dave"], "payload": [:]])
+        let next = try await relay.request(
+            "POST", "/v1/messages", json: ["id": "r21", "recipients": ["dave"], "payload": [:]])
         #expect((next.object["recipients"] as? [[String: Any]])?.first?["seq"] as? Int == 21)
         let state = try await relay.request("GET", "/v1/messages/r7")
         #expect((state.object["recipients"] as? [[String: Any]])?.first?["state"] as? String == "acked")
@@ -109,8 +115,10 @@ import Testing
                     group.addTask {
                         for n in 0..<2000 {
                             let id = "k\(poster)-\(n)"
-                            guard let response = try? await relay.request(
-                                "POST", "/v1/messages", json: ["id": id, "recipients": ["erin"], "payload": ["n": n]])
+                            guard
+                                let response = try? await relay.request(
+                                    "POST", "/v1/messages",
+                                    json: ["id": id, "recipients": ["erin"], "payload": ["n": n]])
                             else { return }  // the relay is gone
                             if response.status == 202 { await acknowledged.add(id) }
                         }
@@ -130,7 +138,8 @@ import Testing
         var seqs: [Int] = []
         var after = 0
         while true {
-            let page = try await relay.request("GET", "/v1/users/erin/messages?after=\(after)&limit=10000", token: token)
+            let page = try await relay.request(
+                "GET", "/v1/users/erin/messages?after=\(after)&limit=10000", token: token)
             let messages = page.object["messages"] as? [[String: Any]] ?? []
             stored += messages.compactMap { $0["id"] as? String }
             seqs += messages.compactMap { $0["seq"] as? Int }

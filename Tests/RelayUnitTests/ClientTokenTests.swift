@@ -18,7 +18,8 @@ import Testing
     @Test func acceptsTokensMintedElsewhere() throws {
         let header = Base64URL.encode(Array(#"{"typ":"JWT","alg":"HS256"}"#.utf8))
         let payload = Base64URL.encode(Array(#"{"sub":"bob","exp":1800000060.5}"#.utf8))
-        let signature = Base64URL.encode(Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(payload)".utf8)))
+        let signature = Base64URL.encode(
+            Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(payload)".utf8)))
         let claims = try codec.verify("\(header).\(payload).\(signature)", now: now)
         #expect(claims.userId == "bob")
         #expect(claims.deviceId == nil)
@@ -29,25 +30,32 @@ import Testing
         let token = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now + 60))
         let parts = token.split(separator: ".")
         let forged = Base64URL.encode(Array(#"{"sub":"mallory","exp":1800000060}"#.utf8))
-        #expect(throws: ClientTokenError.badSignature) { try codec.verify("\(parts[0]).\(forged).\(parts[2])", now: now) }
+        #expect(throws: ClientTokenError.badSignature) {
+            try codec.verify("\(parts[0]).\(forged).\(parts[2])", now: now)
+        }
     }
 
     @Test func rejectsAlgNone() {
         let header = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8))
         let payload = Base64URL.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8))
-        #expect(throws: ClientTokenError.unsupportedAlgorithm("none")) { try codec.verify("\(header).\(payload).", now: now) }
+        #expect(throws: ClientTokenError.unsupportedAlgorithm("none")) {
+            try codec.verify("\(header).\(payload).", now: now)
+        }
     }
 
     @Test func rejectsOtherAlgorithms() {
         let header = Base64URL.encode(Array(#"{"alg":"RS256"}"#.utf8))
         let payload = Base64URL.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8))
-        #expect(throws: ClientTokenError.unsupportedAlgorithm("RS256")) { try codec.verify("\(header).\(payload).AAAA", now: now) }
+        #expect(throws: ClientTokenError.unsupportedAlgorithm("RS256")) {
+            try codec.verify("\(header).\(payload).AAAA", now: now)
+        }
     }
 
     @Test func rejectsExpiredAndNotYetValid() {
         let expired = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now - 31))
         #expect(throws: ClientTokenError.expired) { try codec.verify(expired, now: now) }
-        let early = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now + 600, notBefore: now + 120))
+        let early = codec.encode(
+            ClientClaims(userId: "alice", deviceId: nil, expiresAt: now + 600, notBefore: now + 120))
         #expect(throws: ClientTokenError.notYetValid) { try codec.verify(early, now: now) }
         // Within the 30 s leeway both pass.
         let justExpired = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now - 5))
@@ -62,7 +70,9 @@ import Testing
             return "\(header).\(body).\(mac)"
         }
         #expect(throws: ClientTokenError.invalidClaim("exp")) { try codec.verify(sign(#"{"sub":"a"}"#), now: now) }
-        #expect(throws: ClientTokenError.invalidClaim("sub")) { try codec.verify(sign(#"{"exp":1900000000}"#), now: now) }
+        #expect(throws: ClientTokenError.invalidClaim("sub")) {
+            try codec.verify(sign(#"{"exp":1900000000}"#), now: now)
+        }
         #expect(throws: ClientTokenError.invalidClaim("sub")) {
             try codec.verify(sign(#"{"sub":"a/b","exp":1900000000}"#), now: now)
         }

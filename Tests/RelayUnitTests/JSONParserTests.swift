@@ -3,11 +3,14 @@ import Testing
 
 @Suite struct JSONParserTests {
     @Test func parsesEveryKindAndKeepsNumberText() throws {
-        let value = try JSONParser.parse(Array(#" {"a":[1,-2.5e3,true,false,null],"b":{"c":"d"},"big":12345678901234567890} "#.utf8))
+        let value = try JSONParser.parse(
+            Array(#" {"a":[1,-2.5e3,true,false,null],"b":{"c":"d"},"big":12345678901234567890} "#.utf8))
         #expect(value["a"] == .array([.number("1"), .number("-2.5e3"), .bool(true), .bool(false), .null]))
         #expect(value["b"]?["c"] == .string("d"))
         #expect(value["big"] == .number("12345678901234567890"))
-        #expect(String(decoding: value.serialized, as: UTF8.self) == #"{"a":[1,-2.5e3,true,false,null],"b":{"c":"d"},"big":12345678901234567890}"#)
+        #expect(
+            String(decoding: value.serialized, as: UTF8.self)
+                == #"{"a":[1,-2.5e3,true,false,null],"b":{"c":"d"},"big":12345678901234567890}"#)
     }
 
     @Test func decodesEscapesAndSurrogatePairs() throws {

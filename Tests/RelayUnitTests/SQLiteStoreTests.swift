@@ -11,7 +11,10 @@ import Testing
     }
 
     func message(_ id: String, _ recipients: [String], text: String = "x") throws -> NewMessage {
-        let json = try JSONParser.parse(Array(#"{"id":"\#(id)","recipients":[\#(recipients.map { "\"\($0)\"" }.joined(separator: ","))],"payload":{"t":"\#(text)"}}"#.utf8))
+        let json = try JSONParser.parse(
+            Array(
+                #"{"id":"\#(id)","recipients":[\#(recipients.map { "\"\($0)\"" }.joined(separator: ","))],"payload":{"t":"\#(text)"}}"#
+                    .utf8))
         let incoming = try IncomingMessage(json: json, maxPayloadBytes: 65536, defaultTTLSeconds: 3600)
         return NewMessage(message: incoming, fingerprint: Array(text.utf8), now: Timestamp(milliseconds: 1_000_000))
     }

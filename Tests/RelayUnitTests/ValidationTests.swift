@@ -120,7 +120,9 @@ import Testing
         #expect(url.target == "/v1/push?x=1")
         #expect(try PushURL("http://[::1]/p").host == "::1")
         #expect(try PushURL("http://127.0.0.1").port == 80)
-        for bad in ["ftp://h/x", "http://user:pw@h/", "http:///x", "http://h:0/", "http://h:99999/", "h/x", "http://h /x"] {
+        for bad in [
+            "ftp://h/x", "http://user:pw@h/", "http:///x", "http://h:0/", "http://h:99999/", "h/x", "http://h /x",
+        ] {
             #expect(throws: ValidationError.self, "\(bad)") { try PushURL(bad) }
         }
     }
