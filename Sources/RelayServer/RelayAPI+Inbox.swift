@@ -56,19 +56,10 @@ extension RelayAPI {
     func ack(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         let userId = try request.identifier("userId")
         _ = try auth.requireUser(request, userId: userId)
-        let fields: FieldReader
-        let seq: Int64
-        let epoch: String?
-        do {
-            fields = try FieldReader(try request.jsonBody())
-            seq = try fields.integer("seq", in: 0...Int64.max)
-            epoch = try fields.optionalString("epoch", maxLength: 64)
-        } catch let error as ValidationError {
-            throw .validation(error)
-        } catch let error as APIError {
-            throw error
-        } catch {
-            throw .invalid("\(error)")
+        let json = try request.jsonBody()
+        let (seq, epoch) = try APIError.validating {
+            let fields = try FieldReader(json)
+            return (try fields.integer("seq", in: 0...Int64.max), try fields.optionalString("epoch", maxLength: 64))
         }
         store.ack(
             userId: userId, seq: seq, epoch: epoch,

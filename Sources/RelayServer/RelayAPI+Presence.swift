@@ -47,7 +47,7 @@ extension RelayAPI {
         let userId = try request.identifier("userId")
         let principal = try auth.requireUser(request, userId: userId)
         let json = try request.jsonBody()
-        do {
+        try APIError.validating {
             let fields = try FieldReader(json)
             let state = try fields.string("state")
             guard state == "background" || state == "foreground" else {
@@ -59,12 +59,6 @@ extension RelayAPI {
                     throw APIError.forbidden("a client token may only report presence for its own device")
                 }
             }
-        } catch let error as ValidationError {
-            throw .validation(error)
-        } catch let error as APIError {
-            throw error
-        } catch {
-            throw .invalid("\(error)")
         }
         reply.noContent()
     }
