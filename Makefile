@@ -7,7 +7,7 @@ APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev pkg-config
 BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
 DEV_ENV := .pushrelay-dev.env
 
-.PHONY: deps build release run test bench clean lint
+.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke
 
 ## deps: install missing Debian packages (apt-get update once, non-interactive install)
 deps:
@@ -43,6 +43,22 @@ test: deps
 	$(SWIFT) format lint --strict -r Sources Tests
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
+	$(MAKE) fuzz-smoke
+
+## fuzz: libFuzzer on the WebSocket frame parser and state machine (FUZZ_SECONDS, default 300)
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS := FuzzWebSocket
+fuzz:
+	@for target in $(FUZZ_TARGETS); do \
+	  PUSHRELAY_FUZZ=1 $(SWIFT) build --sanitize=fuzzer --scratch-path .build/fuzz --product $$target || exit 1; \
+	  mkdir -p .build/fuzz-corpus/$$target; \
+	  SWIFT_BACKTRACE=enable=no .build/fuzz/debug/$$target -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    -print_final_stats=1 .build/fuzz-corpus/$$target || exit 1; \
+	done
+
+## fuzz-smoke: a short bounded fuzz run, part of `make test`
+fuzz-smoke:
+	$(MAKE) fuzz FUZZ_SECONDS=20
 
 ## bench: the benchmarks of BENCHMARKS.md (installs wrk, nginx, nchan)
 bench: release

@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
 /// Settings shared by every Swift target: Swift 6 mode comes from the tools version; these
@@ -38,6 +39,8 @@ let package = Package(
 
         // MARK: Pure logic
         .target(name: "RelayCore", swiftSettings: swiftSettings),
+        /// RFC 6455 handshake and frames, both roles; no I/O, no dependencies (the client SDK uses it too).
+        .target(name: "WebSocketCodec", swiftSettings: swiftSettings),
 
         // MARK: I/O layers
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
@@ -59,7 +62,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "RelayUnitTests",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayStore"],
+            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "WebSocketCodec"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -69,3 +72,10 @@ let package = Package(
         ),
     ]
 )
+
+// Fuzz targets have no `main` (libFuzzer provides it), so they only exist in the fuzzing build:
+// `make fuzz` sets PUSHRELAY_FUZZ=1 and builds with `--sanitize=fuzzer`.
+if ProcessInfo.processInfo.environment["PUSHRELAY_FUZZ"] != nil {
+    package.targets.append(
+        .executableTarget(name: "FuzzWebSocket", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings))
+}

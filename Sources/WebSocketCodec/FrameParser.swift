@@ -1,0 +1,96 @@
+/// Cuts a byte stream into frames, enforcing the frame-level rules of RFC 6455 §5: reserved
+/// bits clear (no extension is negotiated), known opcodes, control frames final and ≤ 125
+/// bytes, masking by role, and a size limit checked before a payload is buffered.
+/// Pure and incremental: feed any split of the stream, get the same frames.
+public struct FrameParser: Sendable {
+    public enum Role: Sendable {
+        /// Parses what a client sent: frames must be masked.
+        case server
+        /// Parses what a server sent: frames must not be masked.
+        case client
+    }
+
+    public let role: Role
+    /// The largest payload of one frame; larger is a 1009 before the payload is read.
+    public let maxFrameSize: Int
+    private var buffer: [UInt8] = []
+    private var start = 0
+
+    public init(role: Role, maxFrameSize: Int) {
+        self.role = role
+        self.maxFrameSize = maxFrameSize
+    }
+
+    /// Bytes received and not yet returned as frames.
+    public var bufferedCount: Int { buffer.count - start }
+
+    public mutating func append(_ bytes: some Sequence<UInt8>) {
+        if start > 0, start >= buffer.count / 2 {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next complete frame, nil when more bytes are needed.
+    public mutating func next() throws(WebSocketError) -> WebSocketFrame? {
+        let available = buffer.count - start
+        guard available >= 2 else { return nil }
+        let b0 = buffer[start]
+        let b1 = buffer[start + 1]
+        guard b0 & 0x70 == 0 else { throw WebSocketError(CloseCode.protocolError, "reserved bits set") }
+        guard let opcode = Opcode(rawValue: b0 & 0x0F) else {
+            throw WebSocketError(CloseCode.protocolError, "unknown opcode")
+        }
+        let fin = b0 & 0x80 != 0
+        let masked = b1 & 0x80 != 0
+        switch role {
+        case .server where !masked: throw WebSocketError(CloseCode.protocolError, "client frames must be masked")
+        case .client where masked: throw WebSocketError(CloseCode.protocolError, "server frames must not be masked")
+        default: break
+        }
+        var headerLength = 2
+        var length = UInt64(b1 & 0x7F)
+        if opcode.isControl {
+            guard fin else { throw WebSocketError(CloseCode.protocolError, "fragmented control frame") }
+            guard length <= 125 else { throw WebSocketError(CloseCode.protocolError, "control frame over 125 bytes") }
+        }
+        if length == 126 {
+            guard available >= 4 else { return nil }
+            length = UInt64(buffer[start + 2]) << 8 | UInt64(buffer[start + 3])
+            headerLength = 4
+        } else if length == 127 {
+            guard available >= 10 else { return nil }
+            length = 0
+            for i in 0..<8 { length = length << 8 | UInt64(buffer[start + 2 + i]) }
+            guard length & (1 << 63) == 0 else { throw WebSocketError(CloseCode.protocolError, "bad frame length") }
+            headerLength = 10
+        }
+        guard length <= UInt64(maxFrameSize) else { throw WebSocketError(CloseCode.tooBig, "frame too big") }
+        let maskOffset = start + headerLength
+        if masked { headerLength += 4 }
+        let total = headerLength + Int(length)
+        guard available >= total else { return nil }
+        let payloadStart = start + headerLength
+        var payload = Array(buffer[payloadStart..<payloadStart + Int(length)])
+        if masked {
+            let key = (buffer[maskOffset], buffer[maskOffset + 1], buffer[maskOffset + 2], buffer[maskOffset + 3])
+            payload.withUnsafeMutableBufferPointer { bytes in
+                for index in bytes.indices {
+                    switch index & 3 {
+                    case 0: bytes[index] ^= key.0
+                    case 1: bytes[index] ^= key.1
+                    case 2: bytes[index] ^= key.2
+                    default: bytes[index] ^= key.3
+                    }
+                }
+            }
+        }
+        start += total
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: buffer.capacity <= 65_536)
+            start = 0
+        }
+        return WebSocketFrame(fin: fin, opcode: opcode, payload: payload)
+    }
+}
