@@ -22,10 +22,11 @@ public enum Identifier {
         }
     }
 
-    /// 1–200 bytes with no control characters.
+    /// 1–200 bytes with no control characters and no `/` (the id must stay addressable as one
+    /// path segment of `GET /v1/messages/{id}`, and the path arrives percent-decoded).
     public static func isValidMessageId(_ value: String) -> Bool {
         let utf8 = value.utf8
         guard !utf8.isEmpty, utf8.count <= maxMessageIdLength else { return false }
-        return value.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
+        return value.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F && $0 != "/" }
     }
 }

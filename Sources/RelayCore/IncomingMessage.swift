@@ -30,7 +30,8 @@ public struct IncomingMessage: Sendable, Equatable {
         let fields = try FieldReader(json)
         id = try fields.string("id")
         guard Identifier.isValidMessageId(id) else {
-            throw ValidationError(.invalidField, field: "id", "'id' must be 1 to 200 bytes without control characters")
+            throw ValidationError(
+                .invalidField, field: "id", "'id' must be 1 to 200 bytes without control characters or '/'")
         }
         recipients = try fields.identifierList("recipients", maxCount: Self.maxRecipients)
         guard let payloadValue = fields.value("payload") else {

@@ -162,12 +162,26 @@ private let completedHandler: MHD_RequestCompletedCallback = { serverPointer, _,
 }
 
 private func queue(_ response: HTTPResponse, requestId: String, on connection: OpaquePointer) -> MHD_Result {
-    let created = response.body.withUnsafeBytes { pr_mhd_response_copy($0.count, $0.baseAddress) }
-    guard let mhdResponse = created else { return .NO }
+    let created: OpaquePointer?
+    var upgradeBox: UnsafeMutableRawPointer?
+    if let upgrade = response.upgrade {
+        let box = Unmanaged.passRetained(UpgradeBox(upgrade)).toOpaque()
+        upgradeBox = box
+        created = MHD_create_response_for_upgrade(upgradeCallback, box)
+    } else {
+        created = response.body.withUnsafeBytes { pr_mhd_response_copy($0.count, $0.baseAddress) }
+    }
+    guard let mhdResponse = created else {
+        if let upgradeBox { Unmanaged<UpgradeBox>.fromOpaque(upgradeBox).release() }
+        return .NO
+    }
     defer { MHD_destroy_response(mhdResponse) }
     for (name, value) in response.headers { MHD_add_response_header(mhdResponse, name, value) }
     MHD_add_response_header(mhdResponse, "X-Request-Id", requestId)
-    return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    // Not queued: the callback will never run, so its box is ours to release.
+    if result != .YES, let upgradeBox { Unmanaged<UpgradeBox>.fromOpaque(upgradeBox).release() }
+    return result
 }
 
 /// Collects headers or query arguments through MHD's iterator.

@@ -52,7 +52,7 @@ extension RelayAPI {
         try auth.requireServer(request)
         let id = request.parameter("id")
         guard Identifier.isValidMessageId(id) else {
-            throw .invalid("'id' must be 1 to 200 bytes without control characters")
+            throw .invalid("'id' must be 1 to 200 bytes without control characters or '/'")
         }
         let now = self.now()
         guard let message = try read(reply, { () throws(StoreError) in try store.message(id: id, now: now) }) else {

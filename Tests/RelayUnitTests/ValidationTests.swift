@@ -32,6 +32,7 @@ import Testing
         (#"{"recipients":["a"],"payload":{}}"#, "id"),
         (#"{"id":"","recipients":["a"],"payload":{}}"#, "id"),
         (#"{"id":5,"recipients":["a"],"payload":{}}"#, "id"),
+        (#"{"id":"a/b","recipients":["a"],"payload":{}}"#, "id"),
         (#"{"id":"m","payload":{}}"#, "recipients"),
         (#"{"id":"m","recipients":[],"payload":{}}"#, "recipients"),
         (#"{"id":"m","recipients":"a","payload":{}}"#, "recipients"),
