@@ -46,18 +46,24 @@ let package = Package(
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
         .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite"], swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+        /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
+        .target(
+            name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayHTTP", "CLinux"],
+            swiftSettings: swiftSettings),
 
         // MARK: Wiring and executable
         .target(
             name: "RelayServer",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "CLinux"],
+            dependencies: [
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayWebSocket", "WebSocketCodec", "CLinux",
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "pushrelay", dependencies: ["RelayServer"], swiftSettings: swiftSettings),
 
         // MARK: Test support
         /// Test fixtures shared by the test targets: a real relay process on port 0, HTTP helpers.
-        .target(name: "RelayTesting", swiftSettings: swiftSettings),
+        .target(name: "RelayTesting", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
 
         // MARK: Tests
         .testTarget(

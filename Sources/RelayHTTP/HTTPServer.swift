@@ -66,11 +66,21 @@ package final class HTTPServer: @unchecked Sendable {
         self.daemon = daemon
     }
 
-    /// Stops accepting, lets in-flight requests finish (up to `drainSeconds`), then stops MHD.
-    package func shutdown(drainSeconds: Double = 10) {
-        guard let daemon else { return }
+    /// Stops accepting new connections; requests on open connections still get answers.
+    package func quiesce() {
+        guard let daemon, let socket, !quiesced else { return }
+        quiesced = true
         let listenFD = MHD_quiesce_daemon(daemon)
-        if listenFD >= 0 { close(listenFD) }
+        if listenFD >= 0 { close(listenFD) } else { close(socket.fd) }
+    }
+
+    private var quiesced = false
+
+    /// Stops accepting, lets in-flight requests finish (up to `drainSeconds`), then stops MHD.
+    /// Upgraded sockets must have been closed before (MHD cannot stop with them open).
+    package func shutdown(drainSeconds: Double = 10) {
+        quiesce()
+        guard let daemon else { return }
         var waited = 0.0
         while inFlight.load(ordering: .acquiring) > 0 && waited < drainSeconds {
             usleep(10_000)

@@ -111,6 +111,8 @@ package enum ConfigLoader {
             }, read: { .string($0.logLevel) }),
         optionalString("metricsKey", \.metricsKey),
         integer("pruneIntervalS", \.pruneIntervalS, 1...86_400),
+        integer("wsDeadAfterMs", \.wsDeadAfterMs, 200...3_600_000),
+        list("wsAllowedOrigins", \.wsAllowedOrigins),
     ]
 
     /// Loads the configuration.

@@ -41,23 +41,40 @@ extension JSONWriter {
         endObject()
     }
 
-    /// `{userId, online, lastOnline, devices:[{deviceId, online, lastOnline}]}`.
-    mutating func presence(userId: String, lastOnline: Timestamp?, devices: [Device]) {
+    /// `{userId, online, lastOnline, devices:[{deviceId, online, lastOnline}]}`; an online
+    /// device was last online now.
+    mutating func presence(
+        userId: String, devices: [(deviceId: String, online: Bool, lastOnline: Timestamp?)], now: Timestamp
+    ) {
         beginObject()
         member("userId", userId)
-        member("online", false)
-        let latest = ([lastOnline] + devices.map(\.lastOnline)).compactMap { $0 }.max()
-        member("lastOnline", latest)
+        let online = devices.contains { $0.online }
+        member("online", online)
+        member("lastOnline", online ? now : devices.compactMap(\.lastOnline).max())
         key("devices")
         beginArray()
         for device in devices {
             beginObject()
             member("deviceId", device.deviceId)
-            member("online", false)
-            member("lastOnline", device.lastOnline)
+            member("online", device.online)
+            member("lastOnline", device.online ? now : device.lastOnline)
             endObject()
         }
         endArray()
+        endObject()
+    }
+
+    /// A message as clients read it (catch-up pages and WebSocket frames); `type` is set on frames.
+    mutating func inboxMessage(_ message: InboxMessage, type: String? = nil) {
+        beginObject()
+        if let type { member("type", type) }
+        member("seq", message.seq)
+        member("id", message.id)
+        member("conversationId", orNull: message.conversationId)
+        member("senderId", orNull: message.senderId)
+        key("payload")
+        raw(message.payload)
+        member("createdAt", message.createdAt)
         endObject()
     }
 

@@ -32,17 +32,7 @@ extension RelayAPI {
         writer.member("epoch", page.head.epoch)
         writer.key("messages")
         writer.beginArray()
-        for message in page.messages {
-            writer.beginObject()
-            writer.member("seq", message.seq)
-            writer.member("id", message.id)
-            writer.member("conversationId", orNull: message.conversationId)
-            writer.member("senderId", orNull: message.senderId)
-            writer.key("payload")
-            writer.raw(message.payload)
-            writer.member("createdAt", message.createdAt)
-            writer.endObject()
-        }
+        for message in page.messages { writer.inboxMessage(message) }
         writer.endArray()
         writer.member("headSeq", page.head.headSeq)
         writer.member("hasMore", page.hasMore)

@@ -20,13 +20,17 @@ extension RelayAPI {
         // escaping differences in a retry do not count as "another body".
         let fingerprint = Crypto.sha256(json.canonical.serialized)
         let metrics = self.metrics
+        let live = self.live
+        let createdAt = now()
         store.accept(
-            NewMessage(message: message, fingerprint: fingerprint, now: now()),
-            delivery: { _ in .stored },
+            NewMessage(message: message, fingerprint: fingerprint, now: createdAt),
+            // Decided inside the write, so the answer matches what the live fan-out then does.
+            delivery: { userId in live?.hub.isOnline(userId) == true ? .live : .stored },
             completion: onStore(reply) { (outcome: AcceptOutcome) in
                 switch outcome {
                 case .accepted(let recipients):
                     metrics.recordAccepted(recipients: recipients.count)
+                    live?.publish(message, recipients: recipients, createdAt: createdAt)
                     reply.json(202, Self.acceptedBody(id: message.id, recipients))
                 case .replay(let recipients):
                     reply.json(200, Self.acceptedBody(id: message.id, recipients))

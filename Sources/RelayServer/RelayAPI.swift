@@ -17,6 +17,8 @@ package final class RelayAPI: Sendable {
     let logger: Logger
     let allowList: HostAllowList
     let now: @Sendable () -> Timestamp
+    /// The WebSocket gateway and presence tracker.
+    let live: LiveGateway?
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
     let shuttingDown = Atomic<Bool>(false)
 
@@ -48,6 +50,7 @@ package final class RelayAPI: Sendable {
             try api.catchUp(request, reply)
         }
         router.add("POST", "/v1/users/{userId}/ack") { api, request, reply in try api.ack(request, reply) }
+        router.add("GET", "/v1/ws") { api, request, reply in try api.openWebSocket(request, reply) }
         router.add("GET", "/healthz") { _, _, reply in reply.json(200, Array(#"{"status":"ok"}"#.utf8)) }
         router.add("GET", "/readyz") { api, request, reply in api.readiness(request, reply) }
         router.add("GET", "/metrics") { api, request, reply in try api.renderMetrics(request, reply) }
@@ -59,7 +62,7 @@ package final class RelayAPI: Sendable {
 
     init(
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
-        allowList: HostAllowList, now: @escaping @Sendable () -> Timestamp
+        allowList: HostAllowList, live: LiveGateway?, now: @escaping @Sendable () -> Timestamp
     ) {
         self.config = config
         self.store = store
@@ -67,6 +70,7 @@ package final class RelayAPI: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.allowList = allowList
+        self.live = live
         self.now = now
     }
 

@@ -4,6 +4,7 @@ import RelayCore
 import RelayCrypto
 import RelayHTTP
 import RelayStore
+import RelayWebSocket
 import Synchronization
 
 /// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
@@ -16,6 +17,8 @@ package final class RelayApp: @unchecked Sendable {
     let store: SQLiteStore
     let api: RelayAPI
     let http: HTTPServer
+    let webSockets: WebSocketLoop
+    let gateway: LiveGateway
     private let pruneTimer: any DispatchSourceTimer
 
     /// Opens the store (creating secrets on first start) and builds everything; serves nothing yet.
@@ -36,10 +39,17 @@ package final class RelayApp: @unchecked Sendable {
         case .success(let list): allowList = list
         case .failure(let error): throw ConfigLoader.Error(description: error.message)
         }
+        var loopConfig = WebSocketLoop.Configuration()
+        loopConfig.maxMessageBytes = config.maxWsMessageBytes
+        loopConfig.pingIntervalMs = config.pingIntervalMs
+        loopConfig.deadAfterMs = config.wsDeadAfterMs
+        webSockets = try WebSocketLoop(configuration: loopConfig)
+        gateway = LiveGateway(
+            loop: webSockets, hub: LiveHub(store: store, logger: logger, now: clock), store: store, logger: logger)
         api = RelayAPI(
             config: config, store: store,
             auth: Authenticator(serverKeys: secrets.serverKeys, tokens: tokens, now: clock), metrics: metrics,
-            logger: logger, allowList: allowList, now: clock)
+            logger: logger, allowList: allowList, live: gateway, now: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
         httpConfig.threads = config.httpThreads
@@ -54,6 +64,7 @@ package final class RelayApp: @unchecked Sendable {
 
     /// Binds and starts serving; returns the base URL.
     package func start() throws -> String {
+        webSockets.start(delegate: gateway)
         try http.start()
         let store = self.store
         let logger = self.logger
@@ -75,11 +86,14 @@ package final class RelayApp: @unchecked Sendable {
         return http.url
     }
 
-    /// Graceful shutdown: report not-ready, stop accepting, drain in-flight requests, finish
-    /// queued writes, close the database.
+    /// Graceful shutdown: report not-ready, stop accepting, close WebSockets with 1001 (clients
+    /// reconnect elsewhere and resume), drain in-flight requests, finish queued writes, close
+    /// the database.
     package func shutdown() {
         api.shuttingDown.store(true, ordering: .relaxed)
         logger.info("shutting down")
+        http.quiesce()
+        webSockets.stop()
         http.shutdown()
         pruneTimer.cancel()
         store.close()

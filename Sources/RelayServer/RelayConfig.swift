@@ -43,6 +43,10 @@ package struct RelayConfig: Sendable, Equatable {
     package var logLevel = "info"
     /// Bearer key for `/metrics`; nil leaves it open (bind to loopback or protect at the proxy).
     package var metricsKey: String?
+    /// A WebSocket peer silent this long (no data, no pong) is dropped and goes offline.
+    package var wsDeadAfterMs: Int64 = 60_000
+    /// Browser origins allowed to open a WebSocket; empty allows every origin (native apps send none).
+    package var wsAllowedOrigins: [String] = []
     /// How often retention pruning runs, in seconds.
     package var pruneIntervalS: Int64 = 60
 

@@ -3,7 +3,7 @@
 /// Never edit a shipped migration: add the next one.
 enum Migrations {
     static let all: [String] = [
-        // 1: inboxes, messages, inbox entries, devices, secrets.
+        // 1: inboxes, messages, inbox entries, devices, presence, secrets.
         """
         CREATE TABLE meta(
             key TEXT PRIMARY KEY,
@@ -16,7 +16,6 @@ enum Migrations {
             ack_seq INTEGER NOT NULL DEFAULT 0,
             fetched_seq INTEGER NOT NULL DEFAULT 0,
             pruned_seq INTEGER NOT NULL DEFAULT 0,
-            last_online INTEGER,
             created_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         CREATE TABLE messages(
@@ -54,7 +53,12 @@ enum Migrations {
             disabled_reason TEXT,
             created_at INTEGER NOT NULL,
             updated_at INTEGER NOT NULL,
-            last_online INTEGER,
+            PRIMARY KEY(user_id, device_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE presence(
+            user_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            last_online INTEGER NOT NULL,
             PRIMARY KEY(user_id, device_id)
         ) WITHOUT ROWID;
         """

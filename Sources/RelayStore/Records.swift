@@ -37,7 +37,6 @@ package struct InboxHead: Sendable, Equatable {
     package var headSeq: Int64
     package var ackSeq: Int64
     package var prunedSeq: Int64
-    package var lastOnline: Timestamp?
 }
 
 /// One message as a client reads it.
@@ -49,6 +48,17 @@ package struct InboxMessage: Sendable {
     /// Serialized JSON, spliced into answers as it is.
     package var payload: [UInt8]
     package var createdAt: Timestamp
+
+    package init(
+        seq: Int64, id: String, conversationId: String?, senderId: String?, payload: [UInt8], createdAt: Timestamp
+    ) {
+        self.seq = seq
+        self.id = id
+        self.conversationId = conversationId
+        self.senderId = senderId
+        self.payload = payload
+        self.createdAt = createdAt
+    }
 }
 
 package struct CatchUpPage: Sendable {
@@ -83,11 +93,10 @@ package struct Device: Sendable, Equatable {
     package var disabledReason: String?
     package var createdAt: Timestamp
     package var updatedAt: Timestamp
-    package var lastOnline: Timestamp?
 
     package init(
         userId: String, deviceId: String, pushURL: String, platform: String?, contentFree: Bool, active: Bool = true,
-        disabledReason: String? = nil, createdAt: Timestamp, updatedAt: Timestamp, lastOnline: Timestamp? = nil
+        disabledReason: String? = nil, createdAt: Timestamp, updatedAt: Timestamp
     ) {
         self.userId = userId
         self.deviceId = deviceId
@@ -98,7 +107,6 @@ package struct Device: Sendable, Equatable {
         self.disabledReason = disabledReason
         self.createdAt = createdAt
         self.updatedAt = updatedAt
-        self.lastOnline = lastOnline
     }
 }
 

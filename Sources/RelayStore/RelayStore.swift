@@ -25,6 +25,13 @@ package protocol RelayStore: Sendable {
         userId: String, deviceId: String, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
     func devices(userId: String) throws(StoreError) -> [Device]
 
+    /// Persists when a device was last seen online (it survives restarts).
+    func recordLastOnline(
+        userId: String, deviceId: String, at time: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+    /// Each device's last-seen-online time.
+    func lastOnline(userId: String) throws(StoreError) -> [String: Timestamp]
+
     /// A named secret, created with `generate` and stored on first use.
     func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String
     /// Deletes what retention and TTL allow; returns the number of inbox entries removed.

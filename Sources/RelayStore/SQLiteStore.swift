@@ -174,15 +174,14 @@ package final class SQLiteStore: RelayStore {
 
     private func head(_ userId: String, _ db: SQLiteConnection) throws -> InboxHead {
         var head = InboxHead(
-            userId: userId, epoch: epochFor(userId), headSeq: 0, ackSeq: 0, prunedSeq: 0, lastOnline: nil)
+            userId: userId, epoch: epochFor(userId), headSeq: 0, ackSeq: 0, prunedSeq: 0)
         try db.query(
-            "SELECT epoch, head_seq, ack_seq, pruned_seq, last_online FROM inboxes WHERE user_id = ?", [.text(userId)]
+            "SELECT epoch, head_seq, ack_seq, pruned_seq FROM inboxes WHERE user_id = ?", [.text(userId)]
         ) { row in
             head.epoch = row.text(0)
             head.headSeq = row.int64(1)
             head.ackSeq = row.int64(2)
             head.prunedSeq = row.int64(3)
-            head.lastOnline = row.optionalInt64(4).map(Timestamp.init(milliseconds:))
         }
         return head
     }
@@ -274,12 +273,6 @@ package final class SQLiteStore: RelayStore {
                         .int(device.contentFree ? 1 : 0), .int(stored.createdAt.milliseconds),
                         .int(device.updatedAt.milliseconds),
                     ])
-                var lastOnline: Int64?
-                try db.query(
-                    "SELECT last_online FROM devices WHERE user_id = ? AND device_id = ?",
-                    [.text(device.userId), .text(device.deviceId)]
-                ) { lastOnline = $0.optionalInt64(0) }
-                stored.lastOnline = lastOnline.map(Timestamp.init(milliseconds:))
                 stored.active = true
                 stored.disabledReason = nil
                 return (device: stored, created: createdAt == nil)
@@ -301,8 +294,8 @@ package final class SQLiteStore: RelayStore {
             var devices: [Device] = []
             try db.query(
                 """
-                SELECT device_id, push_url, platform, content_free, active, disabled_reason, created_at, updated_at,
-                    last_online FROM devices WHERE user_id = ? ORDER BY device_id
+                SELECT device_id, push_url, platform, content_free, active, disabled_reason, created_at, updated_at
+                FROM devices WHERE user_id = ? ORDER BY device_id
                 """, [.text(userId)]
             ) { row in
                 devices.append(
@@ -310,8 +303,33 @@ package final class SQLiteStore: RelayStore {
                         userId: userId, deviceId: row.text(0), pushURL: row.text(1), platform: row.optionalText(2),
                         contentFree: row.int64(3) != 0, active: row.int64(4) != 0, disabledReason: row.optionalText(5),
                         createdAt: Timestamp(milliseconds: row.int64(6)),
-                        updatedAt: Timestamp(milliseconds: row.int64(7)),
-                        lastOnline: row.optionalInt64(8).map(Timestamp.init(milliseconds:))))
+                        updatedAt: Timestamp(milliseconds: row.int64(7))))
+            }
+            return devices
+        }
+    }
+
+    // MARK: Presence
+
+    package func recordLastOnline(
+        userId: String, deviceId: String, at time: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                try db.run(
+                    """
+                    INSERT INTO presence(user_id, device_id, last_online) VALUES (?, ?, ?)
+                    ON CONFLICT(user_id, device_id) DO UPDATE SET last_online = max(last_online, excluded.last_online)
+                    """, [.text(userId), .text(deviceId), .int(time.milliseconds)])
+            }, completion: completion)
+    }
+
+    package func lastOnline(userId: String) throws(StoreError) -> [String: Timestamp] {
+        try read { db in
+            var devices: [String: Timestamp] = [:]
+            try db.query("SELECT device_id, last_online FROM presence WHERE user_id = ?", [.text(userId)]) {
+                devices[$0.text(0)] = Timestamp(milliseconds: $0.int64(1))
             }
             return devices
         }

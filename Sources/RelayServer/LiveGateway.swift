@@ -1,0 +1,79 @@
+import RelayCore
+import RelayHTTP
+import RelayStore
+import RelayWebSocket
+import WebSocketCodec
+
+/// Wires the WebSocket loop to the relay: opens sessions for upgraded sockets, reads client
+/// frames, and fans committed messages out to the sessions of their recipients.
+final class LiveGateway: WebSocketLoopDelegate {
+    let loop: WebSocketLoop
+    let hub: LiveHub
+    let store: any RelayStore
+    let logger: Logger
+
+    init(loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger) {
+        self.loop = loop
+        self.hub = hub
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Takes an upgraded socket and starts its session.
+    func open(_ socket: UpgradedSocket, userId: String, deviceId: String, after: Int64, epoch: String?) {
+        let handle = loop.adopt(socket)
+        let session = LiveSession(
+            handle: handle, userId: userId, deviceId: deviceId, store: store,
+            logger: logger.with("user.id", userId).with("device.id", deviceId))
+        hub.register(session)  // before the catch-up is read: see LiveSession
+        session.start(after: after, clientEpoch: epoch)
+    }
+
+    /// A message was committed: live frames for every recipient with an open socket.
+    func publish(_ message: IncomingMessage, recipients: [RecipientSeq], createdAt: Timestamp) {
+        for recipient in recipients {
+            hub.publish(userId: recipient.userId, seq: recipient.seq) {
+                LiveSession.frame(
+                    for: InboxMessage(
+                        seq: recipient.seq, id: message.id, conversationId: message.conversationId,
+                        senderId: message.senderId, payload: message.payload, createdAt: createdAt))
+            }
+        }
+    }
+
+    // MARK: WebSocketLoopDelegate (loop thread)
+
+    func webSocket(_ connection: WebSocketHandle, received message: WebSocketConnection.Message) {
+        guard let session = hub.session(connection.id) else { return }
+        guard case .text(let text) = message else {
+            connection.close(code: CloseCode.unsupportedData, reason: "only text frames are accepted")
+            return
+        }
+        guard let json = try? JSONParser.parse(Array(text.utf8)), let type = json["type"]?.stringValue else {
+            connection.close(code: CloseCode.policyViolation, reason: "a frame must be a JSON object with a type")
+            return
+        }
+        switch type {
+        case "ack":
+            guard let seq = json["seq"]?.int64Value, seq >= 0 else {
+                connection.close(code: CloseCode.policyViolation, reason: "ack needs a seq")
+                return
+            }
+            let logger = self.logger
+            store.ack(userId: session.userId, seq: seq, epoch: json["epoch"]?.stringValue) { result in
+                if case .failure(let error) = result { logger.warning("ack failed", ("error", "\(error)")) }
+            }
+        case "background":
+            hub.setBackground(connection.id, true)
+        case "foreground":
+            hub.setBackground(connection.id, false)
+        default:
+            break  // unknown types are ignored, so that newer clients work with this relay
+        }
+    }
+
+    func webSocketClosed(_ connection: WebSocketHandle, code: UInt16) {
+        hub.session(connection.id)?.markClosed()
+        hub.unregister(connection.id)
+    }
+}

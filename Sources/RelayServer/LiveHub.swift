@@ -1,0 +1,116 @@
+import RelayCore
+import RelayStore
+import RelayWebSocket
+import Synchronization
+
+/// Who is connected, and which sessions a message for a user goes to: the presence tracker and
+/// the fan-out of live messages.
+///
+/// A device is online while at least one of its sockets is open and not backgrounded; a user is
+/// online when one of their devices is. Going offline records `lastOnline` in the store, so it
+/// survives restarts.
+final class LiveHub: Sendable {
+    private struct DeviceEntry {
+        /// Open sessions of this device, by connection id, with their background flag.
+        var sessions: [UInt64: Bool] = [:]
+        var online: Bool { sessions.values.contains(false) }
+    }
+
+    private struct State {
+        var devices: [String: [String: DeviceEntry]] = [:]
+        var sessions: [UInt64: LiveSession] = [:]
+    }
+
+    private let state = Mutex(State())
+    let store: any RelayStore
+    let logger: Logger
+    let now: @Sendable () -> Timestamp
+
+    init(store: any RelayStore, logger: Logger, now: @escaping @Sendable () -> Timestamp) {
+        self.store = store
+        self.logger = logger
+        self.now = now
+    }
+
+    // MARK: Sessions
+
+    func register(_ session: LiveSession) {
+        state.withLock { state in
+            state.sessions[session.handle.id] = session
+            state.devices[session.userId, default: [:]][session.deviceId, default: DeviceEntry()].sessions[
+                session.handle.id] =
+                false
+        }
+    }
+
+    func session(_ id: UInt64) -> LiveSession? { state.withLock { $0.sessions[id] } }
+
+    /// The socket closed: forget the session; the device goes offline when it was its last one.
+    func unregister(_ id: UInt64) {
+        let wentOffline: LiveSession? = state.withLock { state in
+            guard let session = state.sessions.removeValue(forKey: id) else { return nil }
+            let wasOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
+            state.devices[session.userId]?[session.deviceId]?.sessions[id] = nil
+            if state.devices[session.userId]?[session.deviceId]?.sessions.isEmpty == true {
+                state.devices[session.userId]?[session.deviceId] = nil
+            }
+            if state.devices[session.userId]?.isEmpty == true { state.devices[session.userId] = nil }
+            let isOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
+            return wasOnline && !isOnline ? session : nil
+        }
+        if let session = wentOffline { recordOffline(session.userId, session.deviceId) }
+    }
+
+    /// A `background` / `foreground` frame (or REST call) for one connection.
+    func setBackground(_ id: UInt64, _ background: Bool) {
+        let wentOffline: LiveSession? = state.withLock { state in
+            guard let session = state.sessions[id] else { return nil }
+            let wasOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
+            state.devices[session.userId]?[session.deviceId]?.sessions[id] = background
+            let isOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
+            return wasOnline && !isOnline ? session : nil
+        }
+        if let session = wentOffline { recordOffline(session.userId, session.deviceId) }
+    }
+
+    /// The REST presence report: applies to every open socket of that device.
+    func setBackground(userId: String, deviceId: String, _ background: Bool) {
+        let ids = state.withLock { $0.devices[userId]?[deviceId]?.sessions.keys.map { $0 } ?? [] }
+        for id in ids { setBackground(id, background) }
+    }
+
+    private func recordOffline(_ userId: String, _ deviceId: String) {
+        let logger = self.logger
+        store.recordLastOnline(userId: userId, deviceId: deviceId, at: now()) { result in
+            if case .failure(let error) = result {
+                logger.warning("could not record lastOnline", ("user.id", userId), ("error", "\(error)"))
+            }
+        }
+    }
+
+    // MARK: Presence
+
+    func isOnline(_ userId: String) -> Bool {
+        state.withLock { $0.devices[userId]?.values.contains { $0.online } ?? false }
+    }
+
+    /// Online devices of a user.
+    func onlineDevices(_ userId: String) -> Set<String> {
+        state.withLock { state in Set(state.devices[userId]?.filter { $0.value.online }.keys.map { $0 } ?? []) }
+    }
+
+    // MARK: Fan-out
+
+    /// Sends a committed message to every open session of its recipient. Called in commit order
+    /// (the store's completion queue), so each session sees a user's seqs in order.
+    func publish(userId: String, seq: Int64, frame: () -> [UInt8]) {
+        let sessions = state.withLock { state in
+            state.devices[userId]?.values.flatMap { $0.sessions.keys }.compactMap { state.sessions[$0] } ?? []
+        }
+        guard !sessions.isEmpty else { return }
+        let bytes = frame()
+        for session in sessions { session.deliver(seq: seq, frame: bytes) }
+    }
+
+    var sessionCount: Int { state.withLock { $0.sessions.count } }
+}

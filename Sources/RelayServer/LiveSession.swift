@@ -1,0 +1,121 @@
+import Dispatch
+import RelayCore
+import RelayStore
+import RelayWebSocket
+import WebSocketCodec
+
+/// One client's WebSocket session: `welcome`, the catch-up after its cursor, `synced`, then live
+/// messages; and the client's `ack`, `background`, `foreground` frames.
+///
+/// Every step runs on the session's own serial queue, which is what makes catch-up and live
+/// delivery race-free: the session is registered for live messages *before* the catch-up is
+/// read, so a message committed meanwhile is either in the catch-up or queued behind it; the
+/// `lastSent` cursor drops the ones seen twice, and a gap (never expected) is filled from the
+/// store before the next message goes out.
+///
+/// `@unchecked Sendable`: the mutable cursor is only touched on `queue`.
+final class LiveSession: @unchecked Sendable {
+    let handle: WebSocketHandle
+    let userId: String
+    let deviceId: String
+    private let queue: DispatchQueue
+    private let store: any RelayStore
+    private let logger: Logger
+    /// The highest seq this client has been sent (or had when it connected).
+    private var lastSent: Int64 = 0
+    private var epoch = ""
+    private var closed = false
+
+    /// Messages per catch-up read; each page is written as one batch of frames.
+    static let pageSize = 500
+
+    init(handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger) {
+        self.handle = handle
+        self.userId = userId
+        self.deviceId = deviceId
+        self.store = store
+        self.logger = logger
+        queue = DispatchQueue(label: "pushrelay-session", target: .global())
+    }
+
+    /// Sends `welcome`, every message after `after`, then `synced`.
+    func start(after: Int64, clientEpoch: String?) {
+        queue.async { [self] in
+            do {
+                var page = try store.catchUp(
+                    userId: userId, after: after, epoch: clientEpoch, limit: Self.pageSize, maxBytes: 4 << 20)
+                epoch = page.head.epoch
+                var writer = JSONWriter()
+                writer.beginObject()
+                writer.member("type", "welcome")
+                writer.member("userId", userId)
+                writer.member("deviceId", deviceId)
+                writer.member("epoch", page.head.epoch)
+                writer.member("headSeq", page.head.headSeq)
+                writer.member("complete", page.window.complete)
+                writer.member("firstAvailableSeq", page.head.prunedSeq + 1)
+                writer.endObject()
+                var frames = WebSocketFrame(opcode: .text, payload: writer.bytes).encoded()
+                // Without a usable cursor there is nothing to replay: the client resyncs from the
+                // chat server and continues from the head.
+                lastSent = page.window.readAfter ?? page.head.headSeq
+                while true {
+                    for message in page.messages { frames += Self.frame(for: message) }
+                    lastSent = page.messages.last?.seq ?? lastSent
+                    handle.send(frames: frames)
+                    frames = []
+                    guard page.hasMore else { break }
+                    page = try store.catchUp(
+                        userId: userId, after: lastSent, epoch: nil, limit: Self.pageSize, maxBytes: 4 << 20)
+                }
+                if lastSent > after { store.markFetched(userId: userId, seq: lastSent) }
+                handle.send(frames: Self.synced(lastSent))
+            } catch {
+                logger.error("catch-up failed", ("user.id", userId), ("error", "\(error)"))
+                handle.close(code: CloseCode.internalError, reason: "store unavailable")
+            }
+        }
+    }
+
+    /// A message committed for this user (in commit order).
+    func deliver(seq: Int64, frame: [UInt8]) {
+        queue.async { [self] in
+            guard !closed, seq > lastSent else { return }
+            if seq > lastSent + 1 { fillGap(upTo: seq - 1) }
+            handle.send(frames: frame)
+            lastSent = seq
+        }
+    }
+
+    private func fillGap(upTo last: Int64) {
+        do {
+            let page = try store.catchUp(
+                userId: userId, after: lastSent, epoch: nil, limit: Int(last - lastSent), maxBytes: 16 << 20)
+            var frames: [UInt8] = []
+            for message in page.messages where message.seq <= last { frames += Self.frame(for: message) }
+            handle.send(frames: frames)
+            lastSent = max(lastSent, page.messages.last.map { min($0.seq, last) } ?? lastSent)
+        } catch {
+            logger.error("gap fill failed", ("user.id", userId), ("error", "\(error)"))
+        }
+    }
+
+    func markClosed() { queue.async { [self] in closed = true } }
+
+    // MARK: Frames
+
+    static func frame(for message: InboxMessage) -> [UInt8] {
+        var writer = JSONWriter(capacity: message.payload.count + 160)
+        writer.inboxMessage(message, type: "message")
+        return WebSocketFrame(opcode: .text, payload: writer.bytes).encoded()
+    }
+
+    static func synced(_ seq: Int64) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.member("type", "synced")
+        writer.member("seq", seq)
+        writer.endObject()
+        return WebSocketFrame(opcode: .text, payload: writer.bytes).encoded()
+    }
+}

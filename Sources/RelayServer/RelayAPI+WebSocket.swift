@@ -1,0 +1,46 @@
+import RelayCore
+import RelayHTTP
+import WebSocketCodec
+
+extension RelayAPI {
+    /// `GET /v1/ws?after=&epoch=`: authenticates the client (token in `Authorization` or
+    /// `access_token`), validates the RFC 6455 handshake, and hands the socket to the gateway.
+    func openWebSocket(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        guard let live else { throw APIError(503, "shutting_down", "the WebSocket gateway is not running") }
+        let credential = Authenticator.bearer(request) ?? request.queryValue("access_token")
+        guard case .client(let claims) = try auth.authenticate(credential: credential) else {
+            throw .forbidden("a WebSocket needs a client token (sub = user, did = device)")
+        }
+        var deviceId = claims.deviceId
+        if let requested = request.queryValue("deviceId") {
+            guard Identifier.isValidUserOrDeviceId(requested) else { throw .invalid("'deviceId' is not a valid id") }
+            if let own = claims.deviceId, own != requested {
+                throw .forbidden("the token belongs to another device")
+            }
+            deviceId = requested
+        }
+        guard let deviceId else { throw .invalid("the token has no 'did' claim: pass ?deviceId=") }
+        let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
+        let epoch = request.queryValue("epoch")
+        if let epoch, epoch.isEmpty || epoch.utf8.count > 64 { throw .invalid("'epoch' must be 1 to 64 characters") }
+        let accept: String
+        switch WebSocketHandshake.validate(
+            method: request.method, header: { request.header($0) }, allowedOrigins: config.wsAllowedOrigins)
+        {
+        case .success(let value): accept = value
+        case .failure(let refusal):
+            let code =
+                refusal.status == 426 ? "upgrade_required" : (refusal.status == 403 ? "forbidden" : "bad_handshake")
+            throw APIError(
+                refusal.status, code, refusal.reason,
+                headers: refusal.upgradeRequired ? [("Sec-WebSocket-Version", "13")] : [])
+        }
+        let userId = claims.userId
+        reply.send(
+            .switchingProtocols(
+                headers: [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", accept)]
+            ) { socket in
+                live.open(socket, userId: userId, deviceId: deviceId, after: after, epoch: epoch)
+            })
+    }
+}

@@ -1,0 +1,347 @@
+internal import CLinux
+import Glibc
+package import RelayHTTP
+import Synchronization
+package import WebSocketCodec
+
+/// What the loop reports about its connections. Called on the loop thread: keep it short and
+/// hand real work (store reads, fan-out) to other threads.
+package protocol WebSocketLoopDelegate: AnyObject, Sendable {
+    func webSocket(_ connection: WebSocketHandle, received message: WebSocketConnection.Message)
+    /// The connection is gone (closed by either side, failed, or dropped as dead); called once.
+    func webSocketClosed(_ connection: WebSocketHandle, code: UInt16)
+}
+
+/// A connection as other threads see it: an id and thread-safe commands.
+package struct WebSocketHandle: Sendable, Hashable {
+    package let id: UInt64
+    let loop: WebSocketLoop
+
+    package static func == (lhs: WebSocketHandle, rhs: WebSocketHandle) -> Bool { lhs.id == rhs.id }
+    package func hash(into hasher: inout Hasher) { hasher.combine(id) }
+
+    /// Queues a text message (from any thread).
+    package func send(text: String) {
+        loop.enqueue(id, .frames(WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded()))
+    }
+
+    /// Queues bytes that are already whole server frames (several messages in one write).
+    package func send(frames: [UInt8]) { loop.enqueue(id, .frames(frames)) }
+
+    /// Starts the close handshake with `code` (from any thread).
+    package func close(code: UInt16, reason: String) { loop.enqueue(id, .close(code, reason)) }
+}
+
+/// The relay's own event loop for upgraded sockets: one thread, edge-triggered epoll, an eventfd
+/// to take commands from other threads, per-connection write queues with a bound, and the
+/// ping / dead-peer timers.
+///
+/// `@unchecked Sendable`: `connections` and the epoll set are touched only by the loop thread;
+/// other threads talk to it through `inbox` (a mutex) and the eventfd.
+package final class WebSocketLoop: @unchecked Sendable {
+    package struct Configuration: Sendable {
+        /// Largest message from a client (close 1009 beyond).
+        package var maxMessageBytes = 65_536
+        /// A ping goes out after this much silence from the peer.
+        package var pingIntervalMs: Int64 = 25_000
+        /// A peer silent this long (no data, no pong) is dropped.
+        package var deadAfterMs: Int64 = 60_000
+        /// Bytes queued for a slow reader before it is closed with 1008 (it catches up on reconnect).
+        package var maxQueuedBytes = 4 << 20
+        /// How long a close handshake may take before the socket is closed anyway.
+        package var closeTimeoutMs: Int64 = 5_000
+
+        package init() {}
+    }
+
+    enum Command {
+        case adopt(UpgradedSocket)
+        case frames([UInt8])
+        case close(UInt16, String)
+    }
+
+    /// Loop-thread state of one connection.
+    final class Connection {
+        let socket: UpgradedSocket
+        var protocolState: WebSocketConnection
+        var output: [UInt8] = []
+        var outputOffset = 0
+        var lastHeard: Int64
+        var pingOutstanding = false
+        /// Set when we sent our close frame; the socket closes when the peer answers or time runs out.
+        var closeDeadline: Int64?
+        /// Close once the output is flushed (after a failure or the peer's close).
+        var closeWhenFlushed = false
+        var closeCode: UInt16 = CloseCode.noStatus
+
+        init(socket: UpgradedSocket, maxMessageBytes: Int, now: Int64) {
+            self.socket = socket
+            protocolState = WebSocketConnection(role: .server, maxMessageSize: maxMessageBytes)
+            lastHeard = now
+        }
+
+        var queuedBytes: Int { output.count - outputOffset }
+    }
+
+    let configuration: Configuration
+    private weak var delegate: (any WebSocketLoopDelegate)?
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let inbox = Mutex<[(UInt64, Command)]>([])
+    private let nextId = Atomic<UInt64>(1)
+    private let running = Atomic<Bool>(true)
+    private let openCount = Atomic<Int>(0)
+    private var connections: [UInt64: Connection] = [:]
+    private var thread: pthread_t?
+    private let stopped = Atomic<Bool>(false)
+
+    package init(configuration: Configuration) throws(WebSocketLoopError) {
+        self.configuration = configuration
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epollFD >= 0 else { throw WebSocketLoopError(call: "epoll_create1", code: errno) }
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard wakeFD >= 0 else { throw WebSocketLoopError(call: "eventfd", code: errno) }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.u64 = 0
+        epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+    }
+
+    deinit {
+        Glibc.close(wakeFD)
+        Glibc.close(epollFD)
+    }
+
+    /// Open connections (for metrics and tests).
+    package var connectionCount: Int { openCount.load(ordering: .relaxed) }
+
+    package func start(delegate: any WebSocketLoopDelegate) {
+        self.delegate = delegate
+        let box = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        pthread_create(
+            &thread, nil,
+            { pointer in
+                guard let pointer else { return nil }
+                let loop = Unmanaged<WebSocketLoop>.fromOpaque(pointer).takeRetainedValue()
+                loop.run()
+                return nil
+            }, box.toOpaque())
+        self.thread = thread
+    }
+
+    /// Takes ownership of an upgraded socket; returns its handle at once (frames sent to it
+    /// before the loop registered it are kept in order).
+    package func adopt(_ socket: UpgradedSocket) -> WebSocketHandle {
+        let id = nextId.add(1, ordering: .relaxed).newValue
+        enqueue(id, .adopt(socket))
+        return WebSocketHandle(id: id, loop: self)
+    }
+
+    /// Sends 1001 to everyone, gives the close handshakes a moment, closes every socket and
+    /// ends the thread.
+    package func stop(drainMs: Int64 = 1000) {
+        guard running.load(ordering: .acquiring) else { return }
+        inbox.withLock { $0.append((0, .close(CloseCode.goingAway, "server shutting down"))) }
+        wake()
+        let deadline = Self.nowMs() + drainMs
+        while openCount.load(ordering: .acquiring) > 0, Self.nowMs() < deadline { usleep(5_000) }
+        running.store(false, ordering: .releasing)
+        wake()
+        if let thread { pthread_join(thread, nil) }
+    }
+
+    func enqueue(_ id: UInt64, _ command: Command) {
+        inbox.withLock { $0.append((id, command)) }
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    static func nowMs() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
+        var nextTimerCheck = Self.nowMs() + 1000
+        while running.load(ordering: .acquiring) {
+            let timeout = Int32(max(0, min(1000, nextTimerCheck - Self.nowMs())))
+            let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
+            if count < 0, errno != EINTR { break }
+            for index in 0..<max(0, Int(count)) {
+                let id = events[index].data.u64
+                let flags = events[index].events
+                if id == 0 {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, 8)
+                    continue
+                }
+                guard let connection = connections[id] else { continue }
+                if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+                    readAvailable(id, connection)
+                }
+                if flags & EPOLLOUT.rawValue != 0, connections[id] != nil { flush(id, connection) }
+            }
+            drainInbox()
+            let now = Self.nowMs()
+            if now >= nextTimerCheck {
+                checkTimers(now)
+                nextTimerCheck = now + 1000
+            }
+        }
+        for (id, connection) in connections { finish(id, connection, code: CloseCode.goingAway) }
+    }
+
+    private func drainInbox() {
+        let commands = inbox.withLock { commands -> [(UInt64, Command)] in
+            defer { commands.removeAll(keepingCapacity: true) }
+            return commands
+        }
+        for (id, command) in commands {
+            switch command {
+            case .adopt(let socket):
+                register(id, socket)
+            case .frames(let bytes):
+                guard let connection = connections[id], connection.closeDeadline == nil, !connection.closeWhenFlushed
+                else { continue }
+                connection.output += bytes
+                if connection.queuedBytes > configuration.maxQueuedBytes {
+                    // A slow consumer: drop what it has not read and tell it why; it resumes from
+                    // its last seq when it reconnects.
+                    connection.output = []
+                    connection.outputOffset = 0
+                    startClose(id, connection, code: CloseCode.policyViolation, reason: "slow consumer")
+                } else {
+                    flush(id, connection)
+                }
+            case .close(let code, let reason):
+                if id == 0 {
+                    for (connectionId, connection) in connections {
+                        startClose(connectionId, connection, code: code, reason: reason)
+                    }
+                } else if let connection = connections[id] {
+                    startClose(id, connection, code: code, reason: reason)
+                }
+            }
+        }
+    }
+
+    private func register(_ id: UInt64, _ socket: UpgradedSocket) {
+        let connection = Connection(socket: socket, maxMessageBytes: configuration.maxMessageBytes, now: Self.nowMs())
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
+        event.data.u64 = id
+        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, socket.fd, &event) == 0 else {
+            socket.close()
+            delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self), code: CloseCode.internalError)
+            return
+        }
+        connections[id] = connection
+        openCount.add(1, ordering: .relaxed)
+        if !socket.extraInput.isEmpty { process(id, connection, socket.extraInput) }
+    }
+
+    private func readAvailable(_ id: UInt64, _ connection: Connection) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while connections[id] != nil {
+            let count = buffer.withUnsafeMutableBytes { recv(connection.socket.fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                process(id, connection, buffer[0..<count])
+                continue
+            }
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
+            if count < 0, errno == EINTR { continue }
+            // EOF or error: the peer is gone without a close handshake.
+            finish(id, connection, code: connection.closeDeadline == nil ? 1006 : connection.closeCode)
+            return
+        }
+    }
+
+    private func process(_ id: UInt64, _ connection: Connection, _ bytes: some Sequence<UInt8>) {
+        connection.lastHeard = Self.nowMs()
+        connection.pingOutstanding = false
+        for output in connection.protocolState.receive(bytes) {
+            switch output {
+            case .write(let frame):
+                connection.output += frame
+            case .message(let message):
+                delegate?.webSocket(WebSocketHandle(id: id, loop: self), received: message)
+            case .pong:
+                break
+            case .closed(let code, _):
+                connection.closeCode = code
+                connection.closeWhenFlushed = true
+            }
+        }
+        flush(id, connection)
+    }
+
+    private func startClose(_ id: UInt64, _ connection: Connection, code: UInt16, reason: String) {
+        guard connection.closeDeadline == nil, !connection.closeWhenFlushed else { return }
+        connection.output += connection.protocolState.close(code: code, reason: reason)
+        connection.closeCode = code
+        connection.closeDeadline = Self.nowMs() + configuration.closeTimeoutMs
+        flush(id, connection)
+    }
+
+    private func flush(_ id: UInt64, _ connection: Connection) {
+        while connection.queuedBytes > 0 {
+            let sent = connection.output.withUnsafeBytes { raw in
+                send(
+                    connection.socket.fd, raw.baseAddress?.advanced(by: connection.outputOffset),
+                    connection.queuedBytes, Int32(MSG_NOSIGNAL))
+            }
+            if sent > 0 {
+                connection.outputOffset += sent
+                continue
+            }
+            if sent < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
+            if sent < 0, errno == EINTR { continue }
+            finish(id, connection, code: 1006)
+            return
+        }
+        connection.output.removeAll(keepingCapacity: connection.output.capacity <= 16_384)
+        connection.outputOffset = 0
+        if connection.closeWhenFlushed { finish(id, connection, code: connection.closeCode) }
+    }
+
+    private func checkTimers(_ now: Int64) {
+        for (id, connection) in connections {
+            if let deadline = connection.closeDeadline {
+                if now >= deadline { finish(id, connection, code: connection.closeCode) }
+                continue
+            }
+            let silent = now - connection.lastHeard
+            if silent >= configuration.deadAfterMs {
+                finish(id, connection, code: 1006)
+            } else if silent >= configuration.pingIntervalMs, !connection.pingOutstanding {
+                connection.pingOutstanding = true
+                connection.output += connection.protocolState.ping()
+                flush(id, connection)
+            }
+        }
+    }
+
+    /// Removes the socket from epoll and hands it back to MHD to close; tells the delegate once.
+    private func finish(_ id: UInt64, _ connection: Connection, code: UInt16) {
+        guard connections.removeValue(forKey: id) != nil else { return }
+        epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.socket.fd, nil)
+        connection.socket.close()
+        openCount.subtract(1, ordering: .releasing)
+        delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self), code: code)
+    }
+}
+
+package struct WebSocketLoopError: Error, CustomStringConvertible {
+    package var call: String
+    package var code: Int32
+    package var description: String { "\(call) failed: errno \(code)" }
+}

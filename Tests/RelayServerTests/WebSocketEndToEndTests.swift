@@ -1,0 +1,226 @@
+import Foundation
+import RelayTesting
+import Testing
+import WebSocketCodec
+
+/// The WebSocket gateway of the real binary: protocol, live delivery, resume, presence.
+@Suite(.serialized) struct WebSocketEndToEndTests {
+    func connect(
+        _ relay: RelayProcess, user: String, device: String = "phone", after: Int? = nil, epoch: String? = nil
+    )
+        async throws -> WebSocketTestClient
+    {
+        let token = try await relay.token(userId: user, deviceId: device)
+        var path = "/v1/ws?access_token=\(token)"
+        if let after { path += "&after=\(after)" }
+        if let epoch { path += "&epoch=\(epoch)" }
+        return try WebSocketTestClient(port: relay.port, path: path)
+    }
+
+    func post(_ relay: RelayProcess, _ id: String, to users: [String]) async throws -> RelayProcess.Response {
+        try await relay.request("POST", "/v1/messages", json: ["id": id, "recipients": users, "payload": ["id": id]])
+    }
+
+    @Test func welcomeCatchUpSyncedThenLive() async throws {
+        let relay = try RelayProcess()
+        for n in 1...3 { _ = try await post(relay, "m\(n)", to: ["alice"]) }
+        let client = try await connect(relay, user: "alice", after: 1)
+        let welcome = try client.nextJSON()
+        #expect(welcome["type"] as? String == "welcome")
+        #expect(welcome["headSeq"] as? Int == 3)
+        #expect(welcome["complete"] as? Bool == true)
+        #expect(welcome["deviceId"] as? String == "phone")
+        #expect(try client.nextJSON()["seq"] as? Int == 2)
+        #expect(try client.nextJSON()["seq"] as? Int == 3)
+        let synced = try client.nextJSON()
+        #expect(synced["type"] as? String == "synced")
+        #expect(synced["seq"] as? Int == 3)
+
+        // Online now: the next message is delivered live, and the answer says so.
+        let posted = try await post(relay, "m4", to: ["alice", "bob"])
+        let deliveries = (posted.object["recipients"] as? [[String: Any]])?.map { $0["delivery"] as? String }
+        #expect(deliveries == ["live", "stored"])
+        let live = try client.nextJSON()
+        #expect(live["type"] as? String == "message")
+        #expect(live["seq"] as? Int == 4)
+        #expect((live["payload"] as? [String: Any])?["id"] as? String == "m4")
+
+        // An ack over the socket moves the cursor.
+        try client.send(json: ["type": "ack", "seq": 4])
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let state = try await relay.request("GET", "/v1/messages/m4")
+        #expect((state.object["recipients"] as? [[String: Any]])?.first?["state"] as? String == "acked")
+    }
+
+    @Test func severalDevicesEachGetTheMessage() async throws {
+        let relay = try RelayProcess()
+        let phone = try await connect(relay, user: "carol", device: "phone")
+        let laptop = try await connect(relay, user: "carol", device: "laptop")
+        for client in [phone, laptop] {
+            _ = try client.nextJSON()  // welcome
+            _ = try client.nextJSON()  // synced
+        }
+        _ = try await post(relay, "x", to: ["carol"])
+        #expect(try phone.nextJSON()["id"] as? String == "x")
+        #expect(try laptop.nextJSON()["id"] as? String == "x")
+    }
+
+    @Test func otherEpochIsToldToResync() async throws {
+        let relay = try RelayProcess()
+        _ = try await post(relay, "m1", to: ["dave"])
+        let client = try await connect(relay, user: "dave", after: 1, epoch: "not-the-epoch")
+        let welcome = try client.nextJSON()
+        #expect(welcome["complete"] as? Bool == false)
+        #expect(try client.nextJSON()["type"] as? String == "synced")  // nothing replayed
+        _ = try await post(relay, "m2", to: ["dave"])
+        #expect(try client.nextJSON()["seq"] as? Int == 2)  // live continues from the head
+    }
+
+    /// A poster posts without pause while a client disconnects and reconnects with `after`
+    /// 50 times: it must see every seq exactly once, in order.
+    @Test func resumeUnderLoadSeesEverySeqOnce() async throws {
+        let relay = try RelayProcess()
+        let stop = StopFlag()
+        let poster = Task {
+            var n = 0
+            while await !stop.isSet {
+                n += 1
+                _ = try? await post(relay, "load-\(n)", to: ["erin"])
+            }
+            return n
+        }
+        var seen: [Int] = []
+        var epoch: String?
+        for round in 0..<50 {
+            let client = try await connect(relay, user: "erin", after: seen.last ?? 0, epoch: epoch)
+            let welcome = try client.nextJSON()
+            #expect(welcome["complete"] as? Bool == true, "round \(round)")
+            epoch = welcome["epoch"] as? String
+            // Read a varying number of frames (catch-up, synced, live), then drop the connection.
+            for _ in 0..<(3 + round % 7) {
+                let frame = try client.nextJSON()
+                if frame["type"] as? String == "message", let seq = frame["seq"] as? Int { seen.append(seq) }
+            }
+            if round % 2 == 0 { client.close() } else { client.abort() }
+        }
+        await stop.set()
+        let posted = await poster.value
+        #expect(seen == Array(1...seen.count), "gap or duplicate in \(seen.count) seqs")
+        #expect(seen.count > 50)
+        #expect(posted > 0)
+    }
+
+    @Test func presenceFollowsConnectionsAndSurvivesRestart() async throws {
+        let relay = try RelayProcess(arguments: ["--ping-interval-ms", "200", "--ws-dead-after-ms", "800"])
+        func presence() async throws -> [String: Any] {
+            try await relay.request("GET", "/v1/users/frank/presence").object
+        }
+        #expect(try await presence()["lastOnline"] is NSNull)
+
+        let client = try await connect(relay, user: "frank")
+        _ = try client.nextJSON()
+        try await Task.sleep(nanoseconds: 100_000_000)
+        #expect(try await presence()["online"] as? Bool == true)
+
+        try client.send(json: ["type": "background"])
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let backgrounded = try await presence()
+        #expect(backgrounded["online"] as? Bool == false)
+        #expect(backgrounded["lastOnline"] is String)
+
+        try client.send(json: ["type": "foreground"])
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(try await presence()["online"] as? Bool == true)
+
+        // Missed pongs: this client stops reading, so it never answers the pings.
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        let dropped = try await presence()
+        #expect(dropped["online"] as? Bool == false)
+        let lastOnline = try #require(dropped["lastOnline"] as? String)
+
+        try relay.restart()
+        let afterRestart = try await presence()
+        #expect(afterRestart["online"] as? Bool == false)
+        #expect(afterRestart["lastOnline"] as? String == lastOnline)
+    }
+
+    @Test func closingTheSocketGoesOffline() async throws {
+        let relay = try RelayProcess()
+        let client = try await connect(relay, user: "gina")
+        _ = try client.nextJSON()
+        client.close()
+        #expect(try client.waitForClose() == 1000)
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let presence = try await relay.request("GET", "/v1/users/gina/presence").object
+        #expect(presence["online"] as? Bool == false)
+        #expect(presence["lastOnline"] is String)
+    }
+
+    @Test func handshakeAndAuthErrors() async throws {
+        let relay = try RelayProcess()
+        // No token, a server key instead of a client token, a bad token.
+        #expect(throws: WebSocketTestClient.Failure.self) { try WebSocketTestClient(port: relay.port, path: "/v1/ws") }
+        let noToken = try await relay.request("GET", "/v1/ws", token: nil, headers: Self.upgradeHeaders)
+        #expect(noToken.status == 401)
+        let serverKey = try await relay.request("GET", "/v1/ws", headers: Self.upgradeHeaders)
+        #expect(serverKey.status == 403)
+        let token = try await relay.token(userId: "hal")
+        var oldVersion = Self.upgradeHeaders
+        oldVersion["Sec-WebSocket-Version"] = "8"
+        let version = try await relay.request("GET", "/v1/ws", token: token, headers: oldVersion)
+        #expect(version.status == 426)
+        #expect(version.headers["sec-websocket-version"] == "13")
+        let plain = try await relay.request("GET", "/v1/ws", token: token)
+        #expect(plain.status == 400)
+        #expect(plain.errorCode == "bad_handshake")
+    }
+
+    static let upgradeHeaders = [
+        "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    ]
+
+    /// Malformed bytes get the right close code, and everyone else keeps being served.
+    @Test func malformedFramesGetTheRightCloseCode() async throws {
+        let relay = try RelayProcess(arguments: ["--max-ws-message-bytes", "1024"])
+        let bystander = try await connect(relay, user: "ivan", device: "bystander")
+        _ = try bystander.nextJSON()
+        _ = try bystander.nextJSON()
+        let mask: [UInt8] = [1, 2, 3, 4]
+        let cases: [(String, [UInt8], UInt16)] = [
+            ("unmasked frame", WebSocketFrame(opcode: .text, payload: Array("{}".utf8)).encoded(), 1002),
+            ("reserved opcode", [0x83, 0x80] + mask, 1002),
+            ("RSV bit", [0xC1, 0x80] + mask, 1002),
+            ("bad UTF-8", WebSocketFrame(opcode: .text, payload: [0x7B, 0xFF, 0x7D]).encoded(maskKey: mask), 1007),
+            (
+                "oversized",
+                WebSocketFrame(opcode: .binary, payload: [UInt8](repeating: 0, count: 2000)).encoded(maskKey: mask),
+                1009
+            ),
+            ("binary frame", WebSocketFrame(opcode: .binary, payload: [1]).encoded(maskKey: mask), 1003),
+            ("not JSON", WebSocketFrame(opcode: .text, payload: Array("hello".utf8)).encoded(maskKey: mask), 1008),
+        ]
+        for (name, bytes, code) in cases {
+            let client = try await connect(relay, user: "ivan", device: "attacker")
+            _ = try client.nextJSON()
+            try client.sendRaw(bytes)
+            var closedWith: UInt16?
+            while closedWith == nil {
+                if case .closed(let received) = try client.next() { closedWith = received }
+            }
+            #expect(closedWith == code, "\(name)")
+        }
+        // A truncated frame followed by silence, and a half-open connection, do not disturb others.
+        let truncated = try await connect(relay, user: "ivan", device: "truncated")
+        try truncated.sendRaw([0x81, 0xFE, 0x01])
+        let halfOpen = try await connect(relay, user: "ivan", device: "half-open")
+        halfOpen.abort()
+        _ = try await post(relay, "still-serving", to: ["ivan"])
+        #expect(try bystander.nextJSON()["id"] as? String == "still-serving")
+    }
+}
+
+actor StopFlag {
+    private(set) var isSet = false
+    func set() { isSet = true }
+}
