@@ -6,6 +6,9 @@ APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev pkg-config
 # Extra packages for benchmarks only.
 BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
 DEV_ENV := .pushrelay-dev.env
+# Python test peers, installed from PyPI into a virtual environment.
+VENV := .venv
+PY_PACKAGES := websockets==15.0.1
 
 .PHONY: deps build release run test bench clean lint fuzz fuzz-smoke
 
@@ -38,11 +41,20 @@ run: release
 	echo "  curl -s http://$$listen/v1/users/alice/messages -H 'Authorization: Bearer '$$PUSHRELAY_SERVER_KEYS"; \
 	exec .build/release/pushrelay serve
 
-## test: build and run every test (unit and end-to-end against the real binary)
-test: deps
+## venv: the python test peers (python `websockets`)
+$(VENV)/.installed: Makefile
+	@command -v python3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv; }
+	python3 -m venv $(VENV) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && python3 -m venv $(VENV); }
+	$(VENV)/bin/pip install -q --disable-pip-version-check $(PY_PACKAGES)
+	touch $@
+
+## test: build and run every test (unit and end-to-end against the real binary, a python
+## WebSocket peer, a short fuzz run)
+test: deps $(VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
+	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 
 ## fuzz: libFuzzer on the WebSocket frame parser and state machine (FUZZ_SECONDS, default 300)

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""End-to-end checks of PushRelay's WebSocket gateway with an independent peer: the python
+`websockets` library (its own RFC 6455 implementation, strict about the handshake and framing).
+
+Starts the real `pushrelay` binary on an ephemeral port with a temporary database.
+Usage: websocket_peer.py PATH_TO_PUSHRELAY   (the Makefile runs it from a virtual environment)
+"""
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+import urllib.request
+
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+KEY = "peer-test-server-key"
+RESULTS = []
+
+
+def start_relay(binary, *extra):
+    tmp = tempfile.mkdtemp(prefix="pushrelay-peer-")
+    proc = subprocess.Popen(
+        [binary, "serve", "--listen", "127.0.0.1:0", "--db", os.path.join(tmp, "relay.sqlite"),
+         "--server-keys", KEY, "--log-level", "warning", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"relay did not start: {line!r}")
+    return proc, line.strip().split("listening on ")[1]
+
+
+def http(base, method, path, body=None, token=KEY):
+    request = urllib.request.Request(base + path, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, data, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def token(base, user, device="phone"):
+    status, body = http(base, "POST", "/v1/tokens", {"userId": user, "deviceId": device})
+    assert status == 200, body
+    return body["token"]
+
+
+def ws_url(base, user_token, **query):
+    params = "&".join([f"access_token={user_token}"] + [f"{k}={v}" for k, v in query.items()])
+    return base.replace("http://", "ws://") + "/v1/ws?" + params
+
+
+async def recv_json(ws):
+    return json.loads(await asyncio.wait_for(ws.recv(), 5))
+
+
+def check(name):
+    def decorator(fn):
+        RESULTS.append((name, fn))
+        return fn
+    return decorator
+
+
+@check("handshake, welcome, catch-up, synced, live, in order")
+async def protocol_frames(base):
+    for n in range(1, 4):
+        http(base, "POST", "/v1/messages", {"id": f"p{n}", "recipients": ["alice"], "payload": {"n": n}})
+    async with websockets.connect(ws_url(base, token(base, "alice"), after=1)) as ws:
+        welcome = await recv_json(ws)
+        assert welcome["type"] == "welcome" and welcome["headSeq"] == 3 and welcome["complete"] is True, welcome
+        assert [(await recv_json(ws))["seq"] for _ in range(2)] == [2, 3]
+        assert await recv_json(ws) == {"type": "synced", "seq": 3}
+        status, body = http(base, "POST", "/v1/messages", {"id": "p4", "recipients": ["alice"], "payload": {"n": 4}})
+        assert status == 202 and body["recipients"][0]["delivery"] == "live", body
+        live = await recv_json(ws)
+        assert live["type"] == "message" and live["seq"] == 4 and live["payload"] == {"n": 4}, live
+        await ws.send(json.dumps({"type": "ack", "seq": 4}))
+        await asyncio.sleep(0.2)
+        status, body = http(base, "GET", "/v1/messages/p4")
+        assert body["recipients"][0]["state"] == "acked", body
+
+
+@check("ping from the client is answered with a pong")
+async def ping_pong(base):
+    async with websockets.connect(ws_url(base, token(base, "bob"))) as ws:
+        await recv_json(ws)
+        pong_waiter = await ws.ping(b"are-you-there")
+        latency = await asyncio.wait_for(pong_waiter, 5)
+        assert latency >= 0
+
+
+@check("the server pings an idle client, which stays connected by answering")
+async def server_pings(base):
+    async with websockets.connect(ws_url(base, token(base, "carol")), ping_interval=None) as ws:
+        await recv_json(ws)
+        await recv_json(ws)  # synced
+        await asyncio.sleep(1.5)  # several server pings at 200 ms; websockets answers them itself
+        status, body = http(base, "GET", "/v1/users/carol/presence")
+        assert body["online"] is True, body
+
+
+@check("normal close is echoed with 1000")
+async def close_normal(base):
+    ws = await websockets.connect(ws_url(base, token(base, "dave")))
+    await recv_json(ws)
+    await ws.close(code=1000, reason="bye")
+    assert ws.close_code == 1000, ws.close_code
+
+
+@check("a binary frame is refused with 1003")
+async def binary_refused(base):
+    async with websockets.connect(ws_url(base, token(base, "erin"))) as ws:
+        await recv_json(ws)
+        await ws.send(b"\x01\x02")
+        try:
+            while True:
+                await asyncio.wait_for(ws.recv(), 5)
+        except ConnectionClosed as closed:
+            assert closed.rcvd.code == 1003, closed
+
+
+@check("a message over the limit is refused with 1009")
+async def too_big(base):
+    async with websockets.connect(ws_url(base, token(base, "fay")), max_size=None) as ws:
+        await recv_json(ws)
+        await ws.send("x" * 5000)
+        try:
+            while True:
+                await asyncio.wait_for(ws.recv(), 5)
+        except ConnectionClosed as closed:
+            assert closed.rcvd.code == 1009, closed
+
+
+@check("shutdown closes sockets with 1001")
+async def going_away(base, relay):
+    ws = await websockets.connect(ws_url(base, token(base, "gus")))
+    await recv_json(ws)
+    relay.terminate()
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), 5)
+    except ConnectionClosed as closed:
+        assert closed.rcvd is not None and closed.rcvd.code == 1001, closed
+    assert relay.wait(10) == 0
+
+
+async def main(binary):
+    passed = failed = 0
+    for name, fn in RESULTS:
+        relay, base = start_relay(binary, "--ping-interval-ms", "200", "--max-ws-message-bytes", "4096")
+        try:
+            if fn.__code__.co_argcount == 2:
+                await fn(base, relay)
+            else:
+                await fn(base)
+            passed += 1
+            print(f"ok     {name}")
+        except Exception:
+            failed += 1
+            print(f"FAILED {name}")
+            traceback.print_exc()
+        finally:
+            if relay.poll() is None:
+                relay.kill()
+                relay.wait()
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1])))
