@@ -8,7 +8,7 @@ BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
 DEV_ENV := .pushrelay-dev.env
 # Python test peers, installed from PyPI into a virtual environment.
 VENV := .venv
-PY_PACKAGES := websockets==15.0.1
+PY_PACKAGES := websockets==17.4
 
 .PHONY: deps build release run test bench clean lint fuzz fuzz-smoke
 
