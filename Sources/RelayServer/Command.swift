@@ -15,6 +15,8 @@ package enum Command {
           check-config   validate the configuration and print it (secrets redacted)
           token          print a client token: token --user USER --device DEVICE [--ttl SECONDS]
           server-key     print the server key in force (the configured one, or the generated one)
+          ws-echo        serve a WebSocket echo endpoint (same codec and socket loop) for
+                         conformance suites; no auth, any path; off unless run this way
 
         every setting can be a flag (--listen 127.0.0.1:8080), an environment variable
         (PUSHRELAY_LISTEN) or a key of the JSON config file (listen); flags win over the
@@ -50,6 +52,7 @@ package enum Command {
                 print(describe(config))
                 return 0
             case "token": return try token(config, rest)
+            case "ws-echo": return try echo(config, logger)
             case "server-key":
                 let store = try SQLiteStore(path: config.db, epochFor: { _ in "" })
                 defer { store.close() }
@@ -66,14 +69,7 @@ package enum Command {
     }
 
     private static func serve(_ config: RelayConfig, _ logger: Logger) throws -> Int32 {
-        // Block the stop signals in every thread (threads inherit the mask) and take them with
-        // sigwait below, so that no signal handler runs inside a C library's callback.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        signal(SIGPIPE, SIG_IGN)
+        var signals = blockStopSignals()
         // Keep freed heap memory instead of handing it back (and forth) to the kernel on every
         // request: glibc's trimming showed up as madvise + TLB shootdowns under load.
         pr_malloc_keep_memory(256 << 20, 32 << 20)
@@ -87,6 +83,29 @@ package enum Command {
         logger.info("signal received", ("signal", received == SIGTERM ? "SIGTERM" : "SIGINT"))
         app.shutdown()
         return 0
+    }
+
+    private static func echo(_ config: RelayConfig, _ logger: Logger) throws -> Int32 {
+        var signals = blockStopSignals()
+        let server = try EchoServer(config: config)
+        print("pushrelay ws-echo listening on \(try server.start())")
+        fflush(nil)
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        server.stop()
+        return 0
+    }
+
+    /// Blocks the stop signals in every thread (threads inherit the mask) so that `sigwait`
+    /// takes them, and no signal handler ever runs inside a C library's callback.
+    private static func blockStopSignals() -> sigset_t {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+        return signals
     }
 
     private static func token(_ config: RelayConfig, _ arguments: [String]) throws -> Int32 {

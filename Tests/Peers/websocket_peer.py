@@ -153,6 +153,27 @@ async def going_away(base, relay):
     assert relay.wait(10) == 0
 
 
+async def echo_checks(binary):
+    """`pushrelay ws-echo`: text, binary, a fragmented message, and close, echoed by a strict peer."""
+    tmp = tempfile.mkdtemp(prefix="pushrelay-echo-")
+    proc = subprocess.Popen([binary, "ws-echo", "--listen", "127.0.0.1:0", "--db", os.path.join(tmp, "x.sqlite")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        base = proc.stdout.readline().strip().split("listening on ")[1].replace("http://", "ws://")
+        async with websockets.connect(base + "/anything") as ws:
+            await ws.send("héllo")
+            assert await ws.recv() == "héllo"
+            await ws.send(b"\x00\x01\x02")
+            assert await ws.recv() == b"\x00\x01\x02"
+            await ws.send(["frag", "mented ", "✓"])  # one message in three frames
+            assert await ws.recv() == "fragmented ✓"
+            await ws.close(code=1000)
+            assert ws.close_code == 1000
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 async def main(binary):
     passed = failed = 0
     for name, fn in RESULTS:
@@ -172,6 +193,14 @@ async def main(binary):
             if relay.poll() is None:
                 relay.kill()
                 relay.wait()
+    try:
+        await echo_checks(binary)
+        passed += 1
+        print("ok     ws-echo echoes text, binary and fragmented messages")
+    except Exception:
+        failed += 1
+        print("FAILED ws-echo echoes text, binary and fragmented messages")
+        traceback.print_exc()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
