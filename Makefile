@@ -51,7 +51,7 @@ $(VENV)/.installed: Makefile
 ## test: build and run every test (unit and end-to-end against the real binary, a python
 ## WebSocket peer, a short fuzz run)
 test: deps $(VENV)/.installed
-	$(SWIFT) format lint --strict -r Sources Tests
+	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
@@ -79,7 +79,7 @@ bench: release
 	Benchmarks/run.sh
 
 lint:
-	$(SWIFT) format lint --strict -r Sources Tests
+	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool
 
 clean:
 	rm -rf .build

@@ -61,6 +61,11 @@ let package = Package(
         ),
         .executableTarget(name: "pushrelay", dependencies: ["RelayServer"], swiftSettings: swiftSettings),
 
+        /// The WebSocket load tool of the benchmarks (BENCHMARKS.md).
+        .executableTarget(
+            name: "pushrelay-load", dependencies: ["WebSocketCodec", "CLinux"], path: "Benchmarks/LoadTool",
+            swiftSettings: swiftSettings),
+
         // MARK: Test support
         /// Test fixtures shared by the test targets: a real relay process on port 0, HTTP helpers.
         .target(name: "RelayTesting", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),

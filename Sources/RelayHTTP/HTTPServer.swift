@@ -21,6 +21,9 @@ package final class HTTPServer: @unchecked Sendable {
         package var maxConnectionsPerIP = 0
         /// An idle (or trickling) connection is closed after this many seconds; 0 never.
         package var connectionTimeoutSeconds = 60
+        /// libmicrohttpd's memory pool per connection: it holds the request head (so it bounds the
+        /// header size) and the read buffer for bodies. Upgraded sockets give theirs back at once.
+        package var connectionMemoryBytes = 16_384
 
         package init() {}
     }
@@ -57,7 +60,8 @@ package final class HTTPServer: @unchecked Sendable {
             flags: UInt32(flags), listen_fd: socket.fd, thread_pool_size: UInt32(max(1, configuration.threads)),
             connection_limit: UInt32(configuration.maxConnections),
             connection_timeout_s: UInt32(configuration.connectionTimeoutSeconds),
-            per_ip_connection_limit: UInt32(configuration.maxConnectionsPerIP), connection_memory_limit: 32 * 1024)
+            per_ip_connection_limit: UInt32(configuration.maxConnectionsPerIP),
+            connection_memory_limit: configuration.connectionMemoryBytes)
         let context = Unmanaged.passUnretained(self).toOpaque()
         guard let daemon = pr_mhd_start(settings, accessHandler, context, completedHandler, context) else {
             close(socket.fd)

@@ -1,32 +1,32 @@
 internal import CMicroHTTPD
+import Glibc
 import Synchronization
 
-/// A socket libmicrohttpd handed over after a `101 Switching Protocols` answer.
+/// A socket libmicrohttpd handed over after a `101 Switching Protocols` answer, now owned by us.
 ///
-/// It owns the upgrade handle: `close()` ends the connection through
-/// `MHD_upgrade_action(CLOSE)` — never `close(fd)`, which would leak MHD's side and leave the
-/// socket in CLOSE-WAIT. `deinit` closes a socket its owner forgot.
+/// libmicrohttpd keeps a connection record and its whole memory pool (the request head buffer)
+/// for as long as an upgraded socket is open — most of what an idle WebSocket would cost. So
+/// the socket is `dup`ed and MHD's side is finished at once with `MHD_upgrade_action(CLOSE)`
+/// (never a bare `close()` of MHD's descriptor, which leaks its record); MHD closes its
+/// descriptor and frees the record, and the connection lives on in ours. `close()` ends it.
 package final class UpgradedSocket: Sendable {
     /// Non-blocking; belongs to this object until `close()`.
     package let fd: Int32
     /// Bytes MHD read past the request head (the client's first frames); process them first.
     package let extraInput: [UInt8]
-    /// `MHD_UpgradeResponseHandle *`, released exactly once through `closed`.
-    private nonisolated(unsafe) let handle: OpaquePointer
     private let closed = Atomic<Bool>(false)
 
-    init(fd: Int32, handle: OpaquePointer, extraInput: [UInt8]) {
+    init(fd: Int32, extraInput: [UInt8]) {
         self.fd = fd
-        self.handle = handle
         self.extraInput = extraInput
     }
 
     deinit { close() }
 
-    /// Ends the connection (idempotent). The fd is invalid afterwards.
+    /// Closes the connection (idempotent). The fd is invalid afterwards.
     package func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        _ = pr_mhd_upgrade_close(handle)
+        Glibc.close(fd)
     }
 
     package var isClosed: Bool { closed.load(ordering: .acquiring) }
@@ -48,5 +48,11 @@ let upgradeCallback: MHD_UpgradeHandler = { boxPointer, _, _, extraIn, extraInSi
             extra = Array(UnsafeBufferPointer(start: $0, count: extraInSize))
         }
     }
-    box.handler(UpgradedSocket(fd: socket, handle: handle, extraInput: extra))
+    let own = fcntl(socket, F_DUPFD_CLOEXEC, 0)
+    // Hand MHD's side back right away; with a failed dup this ends the connection, as it must.
+    _ = pr_mhd_upgrade_close(handle)
+    guard own >= 0 else { return }
+    let flags = fcntl(own, F_GETFL)
+    _ = fcntl(own, F_SETFL, flags | O_NONBLOCK)
+    box.handler(UpgradedSocket(fd: own, extraInput: extra))
 }

@@ -71,7 +71,8 @@ package enum Command {
     private static func serve(_ config: RelayConfig, _ logger: Logger) throws -> Int32 {
         var signals = blockStopSignals()
         // Keep freed heap memory instead of handing it back (and forth) to the kernel on every
-        // request: glibc's trimming showed up as madvise + TLB shootdowns under load.
+        // request: glibc's trimming showed up as madvise + TLB shootdowns under load. RelayApp
+        // trims once every few seconds instead.
         pr_malloc_keep_memory(256 << 20, 32 << 20)
 
         let app = try RelayApp(config: config, logger: logger)
@@ -105,7 +106,16 @@ package enum Command {
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
+        raiseFileLimit()
         return signals
+    }
+
+    /// Every WebSocket holds a descriptor: raise the soft limit to the hard one.
+    private static func raiseFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     private static func token(_ config: RelayConfig, _ arguments: [String]) throws -> Int32 {

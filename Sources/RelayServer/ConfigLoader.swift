@@ -101,6 +101,7 @@ package enum ConfigLoader {
         integer("maxConnections", \.maxConnections, 1...1_000_000),
         integer("maxConnectionsPerIp", \.maxConnectionsPerIp, 0...1_000_000),
         integer("connectionTimeoutS", \.connectionTimeoutS, 0...86_400),
+        integer("connectionMemoryBytes", \.connectionMemoryBytes, 4096...1_048_576),
         Setting(
             key: "logLevel",
             apply: { config, value throws(Error) in

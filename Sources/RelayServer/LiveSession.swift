@@ -26,6 +26,10 @@ final class LiveSession: @unchecked Sendable {
     private var epoch = ""
     private var closed = false
 
+    /// Session work (catch-up reads, fan-out) runs on a few serial queues rather than the global
+    /// pool, so that thousands of sessions starting at once do not spawn a thread each.
+    static let workers = (0..<4).map { DispatchQueue(label: "pushrelay-sessions-\($0)") }
+
     /// Messages per catch-up read; each page is written as one batch of frames.
     static let pageSize = 500
 
@@ -35,7 +39,8 @@ final class LiveSession: @unchecked Sendable {
         self.deviceId = deviceId
         self.store = store
         self.logger = logger
-        queue = DispatchQueue(label: "pushrelay-session", target: .global())
+        queue = DispatchQueue(
+            label: "pushrelay-session", target: Self.workers[Int(handle.id % UInt64(Self.workers.count))])
     }
 
     /// Sends `welcome`, every message after `after`, then `synced`.

@@ -39,6 +39,9 @@ package struct RelayConfig: Sendable, Equatable {
     package var maxConnectionsPerIp = 0
     /// Idle HTTP connections are closed after this many seconds.
     package var connectionTimeoutS = 60
+    /// libmicrohttpd's memory per HTTP connection: bounds the request head (headers beyond it
+    /// are refused). WebSockets release theirs once upgraded.
+    package var connectionMemoryBytes = 16_384
     /// `debug`, `info`, `warning` or `error`.
     package var logLevel = "info"
     /// Bearer key for `/metrics`; nil leaves it open (bind to loopback or protect at the proxy).

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// Read connections, lent out one thread at a time. WAL lets them read while the writer writes.
@@ -11,17 +12,26 @@ final class ReaderPool: Sendable {
 
     private let path: String
     private let idle = Mutex<[Reader]>([])
+    /// Bounds the open readers (each has its own page cache); further readers wait.
+    private let slots: DispatchSemaphore
+    static let maxReaders = 8
 
-    init(path: String) { self.path = path }
+    init(path: String) {
+        self.path = path
+        slots = DispatchSemaphore(value: Self.maxReaders)
+    }
 
     /// Runs `body` on an idle connection (opening one when none is idle).
     func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        slots.wait()
+        defer { slots.signal() }
         let reader: Reader
         if let pooled = idle.withLock({ $0.popLast() }) {
             reader = pooled
         } else {
             let connection = try SQLiteConnection(path: path)
             try connection.execute("PRAGMA query_only = 1")
+            try connection.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
             reader = Reader(connection)
         }
         defer { idle.withLock { $0.append(reader) } }

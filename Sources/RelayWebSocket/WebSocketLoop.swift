@@ -308,7 +308,8 @@ package final class WebSocketLoop: @unchecked Sendable {
             finish(id, connection, code: 1006)
             return
         }
-        connection.output.removeAll(keepingCapacity: connection.output.capacity <= 16_384)
+        // Give the buffer back: an idle socket should cost as little memory as possible.
+        connection.output = []
         connection.outputOffset = 0
         if connection.closeWhenFlushed { finish(id, connection, code: connection.closeCode) }
     }

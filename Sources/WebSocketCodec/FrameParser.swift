@@ -88,7 +88,7 @@ public struct FrameParser: Sendable {
         }
         start += total
         if start == buffer.count {
-            buffer.removeAll(keepingCapacity: buffer.capacity <= 65_536)
+            buffer = []  // idle connections keep no buffer
             start = 0
         }
         return WebSocketFrame(fin: fin, opcode: opcode, payload: payload)
