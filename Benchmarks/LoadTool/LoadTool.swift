@@ -6,6 +6,8 @@ import Synchronization
 ///     pushrelay-load idle    --url http://127.0.0.1:18080 --key K --connections 10000 --server-pid PID
 ///     pushrelay-load latency --url http://127.0.0.1:18080 --key K --subscribers 100 --rate 1000 --duration 10
 ///     ... --target nchan     (subscribe to /sub/<user>, publish to /pub/<user>, no auth)
+///     ... --target mosquitto --url http://127.0.0.1:9001 --mqtt-port 1883
+///                            (MQTT over WebSocket, persistent sessions, QoS 1; publish over TCP)
 ///
 /// Prints one JSON object with the figures. Loopback only; every run is bounded by its options.
 @main
@@ -22,6 +24,7 @@ struct LoadTool {
         var serverPid: Int32 = 0
         var hold = 2.0
         var publishers = 4
+        var mqttPort: UInt16 = 1883
 
         init(_ arguments: [String]) {
             var iterator = arguments.makeIterator()
@@ -41,6 +44,7 @@ struct LoadTool {
                 case "--server-pid": serverPid = Int32(value) ?? 0
                 case "--hold": hold = Double(value) ?? hold
                 case "--publishers": publishers = Int(value) ?? publishers
+                case "--mqtt-port": mqttPort = UInt16(value) ?? mqttPort
                 default: fatalExit("unknown option \(flag)")
                 }
             }
@@ -56,7 +60,9 @@ struct LoadTool {
         let rssBefore = rssKiB(options.serverPid)
         let started = Date()
         do {
-            try pool.connect(host: options.host, port: options.port, paths: try paths(for: users, options))
+            try pool.connect(
+                host: options.host, port: options.port, paths: try paths(for: users, options),
+                mqttTopics: options.target == "mosquitto" ? users : nil)
         } catch {
             fatalExit("connect failed: \(error)")
         }
@@ -108,6 +114,7 @@ struct LoadTool {
 
     /// WebSocket paths: with a client token per user for PushRelay, a channel per user for nchan.
     static func paths(for users: [String], _ options: Options) throws -> [String] {
+        if options.target == "mosquitto" { return users.map { _ in "/" } }
         guard options.target == "pushrelay" else { return users.map { "/sub/\($0)" } }
         let tokens = Mutex<[String: String]>([:])
         let chunks = stride(from: 0, to: users.count, by: max(1, users.count / 8 + 1)).map {
@@ -141,6 +148,10 @@ struct LoadTool {
         let total = Int(Double(options.rate) * options.duration)
         DispatchQueue.concurrentPerform(iterations: publishers) { worker in
             let client = HTTPClient(host: options.host, port: options.port)
+            let mqtt =
+                options.target == "mosquitto"
+                ? try? MQTTPublisher(host: options.host, port: options.mqttPort, clientId: "pub-\(worker)-\(getpid())")
+                : nil
             let start = Clock.nowNanos()
             var n = 0
             while true {
@@ -159,6 +170,8 @@ struct LoadTool {
                             "POST", "/v1/messages", body: Array(body.utf8),
                             headers: [("Authorization", "Bearer \(options.key)"), ("Content-Type", "application/json")]))?
                         .status ?? 0
+                } else if let mqtt {
+                    status = (try? mqtt.publish(topic: user, payload: Array(#"{"t":\#(stamp)}"#.utf8))) != nil ? 200 : 0
                 } else {
                     status =
                         (try? client.request("POST", "/pub/\(user)", body: Array(#"{"t":\#(stamp)}"#.utf8)))?.status

@@ -15,11 +15,15 @@ final class SubscriberPool: @unchecked Sendable {
         var open = false
         var connection = WebSocketConnection(role: .client, maxMessageSize: 16 << 20)
         var pendingWrite: [UInt8]
+        /// For MQTT over WebSocket: the topic to subscribe to, and the packet stream.
+        let mqttTopic: String?
+        var mqtt = MQTT.Parser()
 
-        init(fd: Int32, key: String, request: [UInt8]) {
+        init(fd: Int32, key: String, request: [UInt8], mqttTopic: String?) {
             self.fd = fd
             self.key = key
             self.request = request
+            self.mqttTopic = mqttTopic
             pendingWrite = request
         }
     }
@@ -34,13 +38,18 @@ final class SubscriberPool: @unchecked Sendable {
     private var thread = pthread_t()
 
     /// Opens `paths.count` connections (path per connection, e.g. with its token) to host:port.
-    func connect(host: String, port: UInt16, paths: [String]) throws {
-        for path in paths {
+    /// With `mqttTopics`, each connection speaks MQTT over the WebSocket and subscribes to its topic.
+    func connect(host: String, port: UInt16, paths: [String], mqttTopics: [String]? = nil) throws {
+        for (index, path) in paths.enumerated() {
             let fd = try Socket.connect(host: host, port: port, nonBlocking: true)
             let key = WebSocketHandshake.randomKey()
+            let topic = mqttTopics?[index]
+            let headers = topic == nil ? [] : [("Sec-WebSocket-Protocol", "mqtt")]
             let subscriber = Subscriber(
                 fd: fd, key: key,
-                request: WebSocketHandshake.clientRequest(host: "\(host):\(port)", path: path, key: key))
+                request: WebSocketHandshake.clientRequest(
+                    host: "\(host):\(port)", path: path, key: key, headers: headers),
+                mqttTopic: topic)
             subscribers[fd] = subscriber
             var event = epoll_event()
             event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLET.rawValue
@@ -125,6 +134,12 @@ final class SubscriberPool: @unchecked Sendable {
                 subscriber.open = true
                 openCount.add(1, ordering: .relaxed)
                 bytes = response.rest
+                if let topic = subscriber.mqttTopic {
+                    subscriber.pendingWrite +=
+                        subscriber.connection.binary(MQTT.connect(clientId: topic))
+                        + subscriber.connection.binary(MQTT.subscribe(topic: topic))
+                    flush(subscriber)
+                }
             }
             for output in subscriber.connection.receive(bytes) {
                 switch output {
@@ -136,7 +151,20 @@ final class SubscriberPool: @unchecked Sendable {
                         received.add(1, ordering: .relaxed)
                         latencies.withLock { $0.append(now - sent) }
                     }
-                case .message(.binary), .pong, .closed:
+                case .message(.binary(let data)):
+                    subscriber.mqtt.append(data)
+                    while let packet = subscriber.mqtt.next() {
+                        guard let publish = MQTT.parsePublish(type: packet.type, body: packet.body) else { continue }
+                        if let ackId = publish.ackId {
+                            subscriber.pendingWrite += subscriber.connection.binary(MQTT.puback(ackId))
+                            flush(subscriber)
+                        }
+                        if let sent = Self.timestamp(in: String(decoding: publish.payload, as: UTF8.self)) {
+                            received.add(1, ordering: .relaxed)
+                            latencies.withLock { $0.append(now - sent) }
+                        }
+                    }
+                case .pong, .closed:
                     break
                 }
             }
