@@ -156,6 +156,29 @@ import WebSocketCodec
         #expect(presence["lastOnline"] is String)
     }
 
+    /// Upgraded sockets are handed back in full: after many connections come and go (closed
+    /// cleanly, dropped, or closed by the server), the relay holds no more descriptors than before.
+    @Test func noDescriptorOutlivesItsConnection() async throws {
+        let relay = try RelayProcess()
+        func openDescriptors() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/\(relay.process.processIdentifier)/fd").count
+        }
+        _ = try await relay.request("GET", "/v1/users/judy/messages")  // opens the first reader
+        let before = try openDescriptors()
+        for round in 0..<30 {
+            let client = try await connect(relay, user: "judy", device: "d\(round)")
+            _ = try client.nextJSON()
+            switch round % 3 {
+            case 0: client.close()
+            case 1: client.abort()
+            default: try client.sendRaw([0x81, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F])  // unmasked: server closes
+            }
+            _ = try? client.waitForClose()
+        }
+        try await Task.sleep(nanoseconds: 500_000_000)
+        #expect(try openDescriptors() <= before)
+    }
+
     @Test func handshakeAndAuthErrors() async throws {
         let relay = try RelayProcess()
         // No token, a server key instead of a client token, a bad token.
