@@ -19,23 +19,51 @@ final class LiveHub: Sendable {
     private struct State {
         var devices: [String: [String: DeviceEntry]] = [:]
         var sessions: [UInt64: LiveSession] = [:]
+        var debouncer: PresenceDebouncer
+
+        func userOnline(_ userId: String) -> Bool { devices[userId]?.values.contains { $0.online } ?? false }
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     let store: any RelayStore
     let logger: Logger
     let now: @Sendable () -> Timestamp
+    private let events: any RelayEventSink
 
-    init(store: any RelayStore, logger: Logger, now: @escaping @Sendable () -> Timestamp) {
+    /// - Parameter debounceMs: presence changes are reported this long after they happen, and
+    ///   not at all when they flip back sooner (the push delay, DESIGN §2).
+    init(
+        store: any RelayStore, logger: Logger, events: any RelayEventSink, debounceMs: Int64,
+        now: @escaping @Sendable () -> Timestamp
+    ) {
         self.store = store
         self.logger = logger
+        self.events = events
         self.now = now
+        state = Mutex(State(debouncer: PresenceDebouncer(delayMilliseconds: debounceMs)))
+    }
+
+    /// Reports the presence changes whose debounce delay has passed; called by a timer.
+    func reportDuePresence() {
+        let time = now()
+        let changes = state.withLock { $0.debouncer.due(at: time) }
+        for change in changes { events.emit(.presenceChanged(change)) }
+    }
+
+    /// Runs `body` on the state and feeds the user's resulting online state to the debouncer.
+    private func updating<T>(_ userId: String, _ body: (inout State) -> T) -> T {
+        let time = now()
+        return state.withLock { state in
+            let result = body(&state)
+            state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
+            return result
+        }
     }
 
     // MARK: Sessions
 
     func register(_ session: LiveSession) {
-        state.withLock { state in
+        updating(session.userId) { state in
             state.sessions[session.handle.id] = session
             state.devices[session.userId, default: [:]][session.deviceId, default: DeviceEntry()].sessions[
                 session.handle.id] =
@@ -47,7 +75,8 @@ final class LiveHub: Sendable {
 
     /// The socket closed: forget the session; the device goes offline when it was its last one.
     func unregister(_ id: UInt64) {
-        let wentOffline: LiveSession? = state.withLock { state in
+        guard let userId = state.withLock({ $0.sessions[id]?.userId }) else { return }
+        let wentOffline: LiveSession? = updating(userId) { state in
             guard let session = state.sessions.removeValue(forKey: id) else { return nil }
             let wasOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
             state.devices[session.userId]?[session.deviceId]?.sessions[id] = nil
@@ -63,7 +92,8 @@ final class LiveHub: Sendable {
 
     /// A `background` / `foreground` frame (or REST call) for one connection.
     func setBackground(_ id: UInt64, _ background: Bool) {
-        let wentOffline: LiveSession? = state.withLock { state in
+        guard let userId = state.withLock({ $0.sessions[id]?.userId }) else { return }
+        let wentOffline: LiveSession? = updating(userId) { state in
             guard let session = state.sessions[id] else { return nil }
             let wasOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
             state.devices[session.userId]?[session.deviceId]?.sessions[id] = background
@@ -91,7 +121,7 @@ final class LiveHub: Sendable {
     // MARK: Presence
 
     func isOnline(_ userId: String) -> Bool {
-        state.withLock { $0.devices[userId]?.values.contains { $0.online } ?? false }
+        state.withLock { $0.userOnline(userId) }
     }
 
     /// Online devices of a user.
@@ -113,4 +143,6 @@ final class LiveHub: Sendable {
     }
 
     var sessionCount: Int { state.withLock { $0.sessions.count } }
+
+    var onlineUserCount: Int { state.withLock { state in state.devices.keys.filter { state.userOnline($0) }.count } }
 }

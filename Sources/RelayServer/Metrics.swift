@@ -32,6 +32,8 @@ package final class Metrics: Sendable {
         var messagesAccepted: UInt64 = 0
         var recipientsAccepted: UInt64 = 0
         var batchSizes = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
+        var events: [String: UInt64] = [:]
+        var gauges: [(name: String, help: String, read: @Sendable () -> Int)] = []
     }
 
     static let latencyBounds = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
@@ -51,6 +53,15 @@ package final class Metrics: Sendable {
             state.messagesAccepted += 1
             state.recipientsAccepted += UInt64(recipients)
         }
+    }
+
+    func recordEvent(type: String) {
+        state.withLock { $0.events[type, default: 0] += 1 }
+    }
+
+    /// A value read when `/metrics` is rendered (connections, sessions).
+    func registerGauge(_ name: String, help: String, read: @escaping @Sendable () -> Int) {
+        state.withLock { $0.gauges.append((name, help, read)) }
     }
 
     package func recordBatch(size: Int) {
@@ -83,6 +94,14 @@ package final class Metrics: Sendable {
         out += "# HELP pushrelay_store_commit_batch_size Writes sharing one group-commit transaction.\n"
         out += "# TYPE pushrelay_store_commit_batch_size histogram\n"
         out += Self.render(snapshot.batchSizes, name: "pushrelay_store_commit_batch_size", labels: "")
+        out += "# HELP pushrelay_events_total Events produced for the chat server, by type.\n"
+        out += "# TYPE pushrelay_events_total counter\n"
+        for (type, count) in snapshot.events.sorted(by: { $0.key < $1.key }) {
+            out += "pushrelay_events_total{type=\"\(type)\"} \(count)\n"
+        }
+        for gauge in snapshot.gauges {
+            out += "# HELP \(gauge.name) \(gauge.help)\n# TYPE \(gauge.name) gauge\n\(gauge.name) \(gauge.read())\n"
+        }
         return out
     }
 

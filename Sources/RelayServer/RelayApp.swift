@@ -22,6 +22,7 @@ package final class RelayApp: @unchecked Sendable {
     let gateway: LiveGateway
     private let pruneTimer: any DispatchSourceTimer
     private let trimTimer: any DispatchSourceTimer
+    private let presenceTimer: any DispatchSourceTimer
 
     /// Opens the store (creating secrets on first start) and builds everything; serves nothing yet.
     package init(config: RelayConfig, logger: Logger) throws {
@@ -46,8 +47,17 @@ package final class RelayApp: @unchecked Sendable {
         loopConfig.pingIntervalMs = config.pingIntervalMs
         loopConfig.deadAfterMs = config.wsDeadAfterMs
         webSockets = try WebSocketLoop(configuration: loopConfig)
-        gateway = LiveGateway(
-            loop: webSockets, hub: LiveHub(store: store, logger: logger, now: clock), store: store, logger: logger)
+        let hub = LiveHub(
+            store: store, logger: logger, events: CountingEventSink(metrics: metrics, logger: logger),
+            debounceMs: config.pushDelayMs, now: clock)
+        gateway = LiveGateway(loop: webSockets, hub: hub, store: store, logger: logger)
+        let loop = webSockets
+        metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
+            loop.connectionCount
+        }
+        metrics.registerGauge("pushrelay_users_online", help: "Users with at least one online device.") {
+            hub.onlineUserCount
+        }
         api = RelayAPI(
             config: config, store: store,
             auth: Authenticator(serverKeys: secrets.serverKeys, tokens: tokens, now: clock), metrics: metrics,
@@ -64,6 +74,7 @@ package final class RelayApp: @unchecked Sendable {
         http = HTTPServer(configuration: httpConfig) { request, responder in api.handle(request, responder) }
         pruneTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         trimTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        presenceTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
     }
 
     /// Binds and starts serving; returns the base URL.
@@ -91,6 +102,11 @@ package final class RelayApp: @unchecked Sendable {
         trimTimer.schedule(deadline: .now() + .seconds(5), repeating: .seconds(5), leeway: .seconds(1))
         trimTimer.setEventHandler { _ = pr_malloc_trim() }
         trimTimer.resume()
+        let hub = gateway.hub
+        presenceTimer.schedule(
+            deadline: .now() + .milliseconds(100), repeating: .milliseconds(100), leeway: .milliseconds(20))
+        presenceTimer.setEventHandler { hub.reportDuePresence() }
+        presenceTimer.resume()
         logger.info("listening", ("url", http.url), ("db", config.db))
         return http.url
     }
@@ -106,6 +122,7 @@ package final class RelayApp: @unchecked Sendable {
         http.shutdown()
         pruneTimer.cancel()
         trimTimer.cancel()
+        presenceTimer.cancel()
         store.close()
         logger.info("stopped")
     }

@@ -144,6 +144,34 @@ import WebSocketCodec
         #expect(afterRestart["lastOnline"] as? String == lastOnline)
     }
 
+    /// `presence.changed` is produced once per real change, debounced by the push delay: a
+    /// reconnect within it produces nothing.
+    @Test func presenceEventsAreDebounced() async throws {
+        let relay = try RelayProcess(arguments: ["--push-delay-ms", "400"])
+        func events() async throws -> Int {
+            let metrics = try await relay.request("GET", "/metrics", token: nil).text
+            let line = metrics.split(separator: "\n").first {
+                $0.hasPrefix(#"pushrelay_events_total{type="presence.changed"}"#)
+            }
+            return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+        }
+        let first = try await connect(relay, user: "kim")
+        _ = try first.nextJSON()
+        try await Task.sleep(nanoseconds: 800_000_000)
+        #expect(try await events() == 1)  // online
+
+        first.abort()
+        let second = try await connect(relay, user: "kim")  // back within the delay
+        _ = try second.nextJSON()
+        try await Task.sleep(nanoseconds: 800_000_000)
+        #expect(try await events() == 1)  // the flap was not reported
+
+        second.close()
+        _ = try? second.waitForClose()
+        try await Task.sleep(nanoseconds: 800_000_000)
+        #expect(try await events() == 2)  // offline
+    }
+
     @Test func closingTheSocketGoesOffline() async throws {
         let relay = try RelayProcess()
         let client = try await connect(relay, user: "gina")

@@ -134,3 +134,37 @@ import Testing
         #expect(Timestamp(milliseconds: 951_782_400_001).rfc3339 == "2000-02-29T00:00:00.001Z")
     }
 }
+
+@Suite struct PresenceDebouncerTests {
+    func at(_ ms: Int64) -> Timestamp { Timestamp(milliseconds: ms) }
+
+    @Test func reportsARealChangeOnceAfterTheDelay() {
+        var debouncer = PresenceDebouncer(delayMilliseconds: 1000)
+        debouncer.observe(userId: "a", online: true, at: at(0))
+        #expect(debouncer.due(at: at(999)).isEmpty)
+        #expect(debouncer.due(at: at(1000)) == [.init(userId: "a", online: true, at: at(0))])
+        #expect(debouncer.due(at: at(5000)).isEmpty)
+        debouncer.observe(userId: "a", online: false, at: at(6000))
+        #expect(debouncer.due(at: at(7000)) == [.init(userId: "a", online: false, at: at(6000))])
+    }
+
+    @Test func flappingWithinTheDelayReportsNothing() {
+        var debouncer = PresenceDebouncer(delayMilliseconds: 1000)
+        debouncer.observe(userId: "a", online: true, at: at(0))
+        _ = debouncer.due(at: at(1000))
+        for t in stride(from: Int64(2000), to: 3000, by: 100) {
+            debouncer.observe(userId: "a", online: t % 200 != 0, at: at(t))  // off, on, off, on …
+        }
+        debouncer.observe(userId: "a", online: true, at: at(3000))
+        #expect(debouncer.due(at: at(10_000)).isEmpty)
+        #expect(debouncer.nextDue == nil)
+    }
+
+    @Test func aRepeatedObservationKeepsTheFirstTime() {
+        var debouncer = PresenceDebouncer(delayMilliseconds: 1000)
+        debouncer.observe(userId: "a", online: true, at: at(0))
+        debouncer.observe(userId: "a", online: true, at: at(500))
+        #expect(debouncer.nextDue == at(1000))
+        #expect(debouncer.due(at: at(1000)).first?.at == at(0))
+    }
+}
