@@ -113,6 +113,7 @@ package enum ConfigLoader {
         optionalString("metricsKey", \.metricsKey),
         integer("pruneIntervalS", \.pruneIntervalS, 1...86_400),
         integer("wsDeadAfterMs", \.wsDeadAfterMs, 200...3_600_000),
+        integer("wsMaxQueuedBytes", \.wsMaxQueuedBytes, 4096...1_073_741_824),
         list("wsAllowedOrigins", \.wsAllowedOrigins),
     ]
 

@@ -23,15 +23,20 @@ final class LiveSession: @unchecked Sendable {
     private let logger: Logger
     /// The highest seq this client has been sent (or had when it connected).
     private var lastSent: Int64 = 0
-    private var epoch = ""
+    /// True while the catch-up runs; live messages then only raise `newestLive`, and the
+    /// catch-up reads them from the store before `synced`.
+    private var syncing = true
+    private var newestLive: Int64 = 0
     private var closed = false
 
     /// Session work (catch-up reads, fan-out) runs on a few serial queues rather than the global
     /// pool, so that thousands of sessions starting at once do not spawn a thread each.
     static let workers = (0..<4).map { DispatchQueue(label: "pushrelay-sessions-\($0)") }
 
-    /// Messages per catch-up read; each page is written as one batch of frames.
+    /// Messages per catch-up read; each page goes out as one batch, the next one only once the
+    /// previous reached the socket (so a long backlog never piles up in memory).
     static let pageSize = 500
+    static let pageBytes = 1 << 20
 
     init(handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger) {
         self.handle = handle
@@ -43,13 +48,12 @@ final class LiveSession: @unchecked Sendable {
             label: "pushrelay-session", target: Self.workers[Int(handle.id % UInt64(Self.workers.count))])
     }
 
-    /// Sends `welcome`, every message after `after`, then `synced`.
+    /// Sends `welcome`, every message after `after` page by page, then `synced`.
     func start(after: Int64, clientEpoch: String?) {
         queue.async { [self] in
             do {
-                var page = try store.catchUp(
-                    userId: userId, after: after, epoch: clientEpoch, limit: Self.pageSize, maxBytes: 4 << 20)
-                epoch = page.head.epoch
+                let page = try store.catchUp(
+                    userId: userId, after: after, epoch: clientEpoch, limit: Self.pageSize, maxBytes: Self.pageBytes)
                 var writer = JSONWriter()
                 writer.beginObject()
                 writer.member("type", "welcome")
@@ -60,49 +64,83 @@ final class LiveSession: @unchecked Sendable {
                 writer.member("complete", page.window.complete)
                 writer.member("firstAvailableSeq", page.head.prunedSeq + 1)
                 writer.endObject()
-                var frames = WebSocketFrame(opcode: .text, payload: writer.bytes).encoded()
                 // Without a usable cursor there is nothing to replay: the client resyncs from the
                 // chat server and continues from the head.
                 lastSent = page.window.readAfter ?? page.head.headSeq
-                while true {
-                    for message in page.messages { frames += Self.frame(for: message) }
-                    lastSent = page.messages.last?.seq ?? lastSent
-                    handle.send(frames: frames)
-                    frames = []
-                    guard page.hasMore else { break }
-                    page = try store.catchUp(
-                        userId: userId, after: lastSent, epoch: nil, limit: Self.pageSize, maxBytes: 4 << 20)
-                }
-                if lastSent > after { store.markFetched(userId: userId, seq: lastSent) }
-                handle.send(frames: Self.synced(lastSent))
+                send(page, prefix: WebSocketFrame(opcode: .text, payload: writer.bytes).encoded(), startedAfter: after)
             } catch {
-                logger.error("catch-up failed", ("user.id", userId), ("error", "\(error)"))
-                handle.close(code: CloseCode.internalError, reason: "store unavailable")
+                fail(error)
             }
         }
+    }
+
+    /// Sends one catch-up page; asks for the next once it is flushed, or finishes the sync.
+    private func send(_ page: CatchUpPage, prefix: [UInt8] = [], startedAfter after: Int64) {
+        var frames = prefix
+        for message in page.messages { frames += Self.frame(for: message) }
+        lastSent = page.messages.last?.seq ?? lastSent
+        guard page.hasMore else {
+            handle.send(frames: frames)
+            finishSync(startedAfter: after)
+            return
+        }
+        handle.send(frames: frames) { [self] in
+            queue.async { [self] in
+                guard !closed else { return }
+                do {
+                    let next = try store.catchUp(
+                        userId: userId, after: lastSent, epoch: nil, limit: Self.pageSize, maxBytes: Self.pageBytes)
+                    send(next, startedAfter: after)
+                } catch {
+                    fail(error)
+                }
+            }
+        }
+    }
+
+    private func finishSync(startedAfter after: Int64) {
+        syncing = false
+        // Messages committed during the catch-up were only noted: send them now, before `synced`.
+        if newestLive > lastSent { fillGap(upTo: newestLive) }
+        if lastSent > after { store.markFetched(userId: userId, seq: lastSent) }
+        handle.send(frames: Self.synced(lastSent))
     }
 
     /// A message committed for this user (in commit order).
     func deliver(seq: Int64, frame: [UInt8]) {
         queue.async { [self] in
-            guard !closed, seq > lastSent else { return }
+            guard !closed else { return }
+            if syncing {
+                newestLive = max(newestLive, seq)
+                return
+            }
+            guard seq > lastSent else { return }
             if seq > lastSent + 1 { fillGap(upTo: seq - 1) }
             handle.send(frames: frame)
             lastSent = seq
         }
     }
 
+    /// Sends the messages after `lastSent` up to `last` from the store.
     private func fillGap(upTo last: Int64) {
         do {
-            let page = try store.catchUp(
-                userId: userId, after: lastSent, epoch: nil, limit: Int(last - lastSent), maxBytes: 16 << 20)
-            var frames: [UInt8] = []
-            for message in page.messages where message.seq <= last { frames += Self.frame(for: message) }
-            handle.send(frames: frames)
-            lastSent = max(lastSent, page.messages.last.map { min($0.seq, last) } ?? lastSent)
+            while lastSent < last {
+                let page = try store.catchUp(
+                    userId: userId, after: lastSent, epoch: nil, limit: Int(min(last - lastSent, Int64(Self.pageSize))),
+                    maxBytes: Self.pageBytes)
+                let messages = page.messages.filter { $0.seq <= last }
+                guard !messages.isEmpty else { return }
+                handle.send(frames: messages.flatMap { Self.frame(for: $0) })
+                lastSent = messages.last?.seq ?? lastSent
+            }
         } catch {
-            logger.error("gap fill failed", ("user.id", userId), ("error", "\(error)"))
+            fail(error)
         }
+    }
+
+    private func fail(_ error: any Error) {
+        logger.error("catch-up failed", ("error", "\(error)"))
+        handle.close(code: CloseCode.internalError, reason: "store unavailable")
     }
 
     func markClosed() { queue.async { [self] in closed = true } }

@@ -46,6 +46,7 @@ package final class RelayApp: @unchecked Sendable {
         loopConfig.maxMessageBytes = config.maxWsMessageBytes
         loopConfig.pingIntervalMs = config.pingIntervalMs
         loopConfig.deadAfterMs = config.wsDeadAfterMs
+        loopConfig.maxQueuedBytes = config.wsMaxQueuedBytes
         webSockets = try WebSocketLoop(configuration: loopConfig)
         let hub = LiveHub(
             store: store, logger: logger, events: CountingEventSink(metrics: metrics, logger: logger),

@@ -48,6 +48,9 @@ package struct RelayConfig: Sendable, Equatable {
     package var metricsKey: String?
     /// A WebSocket peer silent this long (no data, no pong) is dropped and goes offline.
     package var wsDeadAfterMs: Int64 = 60_000
+    /// Bytes queued for a WebSocket that does not read before it is closed with 1008 (it resumes
+    /// from its last seq when it reconnects).
+    package var wsMaxQueuedBytes = 4 << 20
     /// Browser origins allowed to open a WebSocket; empty allows every origin (native apps send none).
     package var wsAllowedOrigins: [String] = []
     /// How often retention pruning runs, in seconds.

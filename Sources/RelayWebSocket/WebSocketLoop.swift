@@ -22,11 +22,18 @@ package struct WebSocketHandle: Sendable, Hashable {
 
     /// Queues a text message (from any thread).
     package func send(text: String) {
-        loop.enqueue(id, .frames(WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded()))
+        loop.enqueue(id, .frames(WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded(), nil))
     }
 
     /// Queues bytes that are already whole server frames (several messages in one write).
-    package func send(frames: [UInt8]) { loop.enqueue(id, .frames(frames)) }
+    package func send(frames: [UInt8]) { loop.enqueue(id, .frames(frames, nil)) }
+
+    /// Queues frames and calls `onFlushed` (on the loop thread) once they, and everything queued
+    /// before them, reached the socket: flow control for senders of large batches (catch-up).
+    /// Not called if the connection closes first.
+    package func send(frames: [UInt8], onFlushed: @escaping @Sendable () -> Void) {
+        loop.enqueue(id, .frames(frames, onFlushed))
+    }
 
     /// Starts the close handshake with `code` (from any thread).
     package func close(code: UInt16, reason: String) { loop.enqueue(id, .close(code, reason)) }
@@ -47,6 +54,8 @@ package final class WebSocketLoop: @unchecked Sendable {
         /// A peer silent this long (no data, no pong) is dropped.
         package var deadAfterMs: Int64 = 60_000
         /// Bytes queued for a slow reader before it is closed with 1008 (it catches up on reconnect).
+        /// One batch is always accepted on an empty queue, so memory stays within the larger of
+        /// this and one batch.
         package var maxQueuedBytes = 4 << 20
         /// How long a close handshake may take before the socket is closed anyway.
         package var closeTimeoutMs: Int64 = 5_000
@@ -56,7 +65,7 @@ package final class WebSocketLoop: @unchecked Sendable {
 
     enum Command {
         case adopt(UpgradedSocket)
-        case frames([UInt8])
+        case frames([UInt8], (@Sendable () -> Void)?)
         case close(UInt16, String)
     }
 
@@ -73,6 +82,8 @@ package final class WebSocketLoop: @unchecked Sendable {
         /// Close once the output is flushed (after a failure or the peer's close).
         var closeWhenFlushed = false
         var closeCode: UInt16 = CloseCode.noStatus
+        /// Called when the output next becomes empty.
+        var onFlushed: [@Sendable () -> Void] = []
 
         init(socket: UpgradedSocket, maxMessageBytes: Int, now: Int64) {
             self.socket = socket
@@ -209,19 +220,18 @@ package final class WebSocketLoop: @unchecked Sendable {
             switch command {
             case .adopt(let socket):
                 register(id, socket)
-            case .frames(let bytes):
+            case .frames(let bytes, let onFlushed):
                 guard let connection = connections[id], connection.closeDeadline == nil, !connection.closeWhenFlushed
                 else { continue }
-                connection.output += bytes
-                if connection.queuedBytes > configuration.maxQueuedBytes {
-                    // A slow consumer: drop what it has not read and tell it why; it resumes from
+                if connection.queuedBytes > 0, connection.queuedBytes + bytes.count > configuration.maxQueuedBytes {
+                    // A slow consumer: what is queued still goes out, then 1008; it resumes from
                     // its last seq when it reconnects.
-                    connection.output = []
-                    connection.outputOffset = 0
                     startClose(id, connection, code: CloseCode.policyViolation, reason: "slow consumer")
-                } else {
-                    flush(id, connection)
+                    continue
                 }
+                connection.output += bytes
+                if let onFlushed { connection.onFlushed.append(onFlushed) }
+                flush(id, connection)
             case .close(let code, let reason):
                 if id == 0 {
                     for (connectionId, connection) in connections {
@@ -311,6 +321,11 @@ package final class WebSocketLoop: @unchecked Sendable {
         // Give the buffer back: an idle socket should cost as little memory as possible.
         connection.output = []
         connection.outputOffset = 0
+        if !connection.onFlushed.isEmpty {
+            let callbacks = connection.onFlushed
+            connection.onFlushed = []
+            for callback in callbacks { callback() }
+        }
         if connection.closeWhenFlushed { finish(id, connection, code: connection.closeCode) }
     }
 

@@ -172,6 +172,49 @@ import WebSocketCodec
         #expect(try await events() == 2)  // offline
     }
 
+    /// A client that stops reading is closed with 1008 once its queue passes the bound, instead
+    /// of growing the relay's memory; it would resume from its last seq on reconnect.
+    @Test func slowConsumerIsClosedWith1008() async throws {
+        let relay = try RelayProcess(arguments: ["--ws-max-queued-bytes", "65536"])
+        let slow = try await connect(relay, user: "leo")
+        _ = try slow.nextJSON()
+        let big = String(repeating: "x", count: 60_000)
+        for n in 0..<400 {  // 24 MB: more than the kernel's socket buffers can hide
+            let response = try await relay.request(
+                "POST", "/v1/messages", json: ["id": "big-\(n)", "recipients": ["leo"], "payload": ["x": big]])
+            #expect(response.status == 202)
+        }
+        slow.setTimeout(seconds: 20)
+        var lastSeq = 0
+        var code: UInt16?
+        while code == nil {
+            switch try slow.next() {
+            case .closed(let received): code = received
+            case .text(let text):
+                if let seq = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["seq"]
+                    as? Int
+                {
+                    lastSeq = seq
+                }
+            case .binary: break
+            }
+        }
+        #expect(code == 1008)
+        #expect(lastSeq < 400)
+        // Reconnecting from where it got gets the rest, in order.
+        let again = try await connect(relay, user: "leo", after: lastSeq)
+        again.setTimeout(seconds: 20)
+        _ = try again.nextJSON()
+        var next = lastSeq + 1
+        while next <= 400 {
+            let frame = try again.nextJSON()
+            if frame["type"] as? String == "message" {
+                #expect(frame["seq"] as? Int == next)
+                next += 1
+            }
+        }
+    }
+
     @Test func closingTheSocketGoesOffline() async throws {
         let relay = try RelayProcess()
         let client = try await connect(relay, user: "gina")
