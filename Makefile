@@ -48,13 +48,14 @@ $(VENV)/.installed: Makefile
 	$(VENV)/bin/pip install -q --disable-pip-version-check $(PY_PACKAGES)
 	touch $@
 
-## test: build and run every test (unit and end-to-end against the real binary, a python
-## WebSocket peer, a short fuzz run)
+## test: build and run every test (unit and end-to-end against the real binary, python peers
+## for the WebSocket and the push webhooks, a short fuzz run)
 test: deps $(VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 
 ## fuzz: libFuzzer on the WebSocket frame parser and state machine (FUZZ_SECONDS, default 300)

@@ -83,3 +83,40 @@ extension Substring {
         return [self[..<range.lowerBound], self[range.upperBound...]]
     }
 }
+
+extension IPAddress {
+    /// Loopback, private, link-local, CGNAT, multicast, unspecified, documentation/benchmark and
+    /// other non-public ranges, IPv4-mapped IPv6 included: where a push must never go unless the
+    /// operator allowed that network explicitly (SSRF guard, checked after DNS resolution).
+    public var isSpecialPurpose: Bool {
+        if bytes.count == 16 {
+            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+                return IPAddress(v4: Array(bytes[12..<16])).isSpecialPurpose
+            }
+            if bytes.allSatisfy({ $0 == 0 }) { return true }  // ::
+            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }  // ::1
+            if bytes[0] == 0xFC || bytes[0] == 0xFD { return true }  // unique local fc00::/7
+            if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return true }  // link-local fe80::/10
+            if bytes[0] == 0xFF { return true }  // multicast
+            if bytes[0] == 0x20 && bytes[1] == 0x01 && bytes[2] == 0x0D && bytes[3] == 0xB8 { return true }  // doc
+            if bytes[0..<12].allSatisfy({ $0 == 0 }) { return true }  // IPv4-compatible (deprecated)
+            return false
+        }
+        let (a, b) = (bytes[0], bytes[1])
+        switch a {
+        case 0, 10, 127: return true
+        case 100 where b & 0xC0 == 64: return true  // CGNAT 100.64.0.0/10
+        case 169 where b == 254: return true  // link-local
+        case 172 where b & 0xF0 == 16: return true  // 172.16.0.0/12
+        case 192 where b == 168: return true
+        case 192 where b == 0 && (bytes[2] == 0 || bytes[2] == 2): return true  // 192.0.0.0/24, TEST-NET-1
+        case 198 where b & 0xFE == 18: return true  // benchmarking 198.18.0.0/15
+        case 198 where b == 51 && bytes[2] == 100: return true
+        case 203 where b == 0 && bytes[2] == 113: return true
+        case 224...255: return true  // multicast, reserved, broadcast
+        default: return false
+        }
+    }
+
+    init(v4: [UInt8]) { bytes = v4 }
+}

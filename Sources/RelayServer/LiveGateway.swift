@@ -24,7 +24,7 @@ final class LiveGateway: WebSocketLoopDelegate {
         let handle = loop.adopt(socket)
         let session = LiveSession(
             handle: handle, userId: userId, deviceId: deviceId, store: store,
-            logger: logger.with("user.id", userId).with("device.id", deviceId))
+            logger: logger.with("user.id", userId).with("device.id", deviceId), now: hub.now)
         hub.register(session)  // before the catch-up is read: see LiveSession
         session.start(after: after, clientEpoch: epoch)
     }
@@ -60,7 +60,7 @@ final class LiveGateway: WebSocketLoopDelegate {
                 return
             }
             let logger = self.logger
-            store.ack(userId: session.userId, seq: seq, epoch: json["epoch"]?.stringValue) { result in
+            store.ack(userId: session.userId, seq: seq, epoch: json["epoch"]?.stringValue, now: hub.now()) { result in
                 if case .failure(let error) = result { logger.warning("ack failed", ("error", "\(error)")) }
             }
         case "background":

@@ -38,7 +38,13 @@ final class LiveSession: @unchecked Sendable {
     static let pageSize = 500
     static let pageBytes = 1 << 20
 
-    init(handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger) {
+    private let now: @Sendable () -> Timestamp
+
+    init(
+        handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
+        now: @escaping @Sendable () -> Timestamp
+    ) {
+        self.now = now
         self.handle = handle
         self.userId = userId
         self.deviceId = deviceId
@@ -103,6 +109,8 @@ final class LiveSession: @unchecked Sendable {
         // Messages committed during the catch-up were only noted: send them now, before `synced`.
         if newestLive > lastSent { fillGap(upTo: newestLive) }
         if lastSent > after { store.markFetched(userId: userId, seq: lastSent) }
+        // The device has everything up to here: its pending pushes for it are moot.
+        store.cancelPushes(userId: userId, deviceId: deviceId, upTo: lastSent, now: now())
         handle.send(frames: Self.synced(lastSent))
     }
 

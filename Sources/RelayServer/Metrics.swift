@@ -33,6 +33,8 @@ package final class Metrics: Sendable {
         var recipientsAccepted: UInt64 = 0
         var batchSizes = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
         var events: [String: UInt64] = [:]
+        var pushes: [String: UInt64] = [:]
+        var pushLatency = Histogram(bounds: Metrics.latencyBounds)
         var gauges: [(name: String, help: String, read: @Sendable () -> Int)] = []
     }
 
@@ -52,6 +54,13 @@ package final class Metrics: Sendable {
         state.withLock { state in
             state.messagesAccepted += 1
             state.recipientsAccepted += UInt64(recipients)
+        }
+    }
+
+    func recordPush(outcome: String, seconds: Double) {
+        state.withLock { state in
+            state.pushes[outcome, default: 0] += 1
+            state.pushLatency.observe(seconds)
         }
     }
 
@@ -94,6 +103,15 @@ package final class Metrics: Sendable {
         out += "# HELP pushrelay_store_commit_batch_size Writes sharing one group-commit transaction.\n"
         out += "# TYPE pushrelay_store_commit_batch_size histogram\n"
         out += Self.render(snapshot.batchSizes, name: "pushrelay_store_commit_batch_size", labels: "")
+        out +=
+            "# HELP pushrelay_push_attempts_total Push deliveries by outcome (delivered, retried, dead, device_gone).\n"
+        out += "# TYPE pushrelay_push_attempts_total counter\n"
+        for (outcome, count) in snapshot.pushes.sorted(by: { $0.key < $1.key }) {
+            out += "pushrelay_push_attempts_total{outcome=\"\(outcome)\"} \(count)\n"
+        }
+        out += "# HELP pushrelay_push_duration_seconds Time of one push delivery attempt.\n"
+        out += "# TYPE pushrelay_push_duration_seconds histogram\n"
+        out += Self.render(snapshot.pushLatency, name: "pushrelay_push_duration_seconds", labels: "")
         out += "# HELP pushrelay_events_total Events produced for the chat server, by type.\n"
         out += "# TYPE pushrelay_events_total counter\n"
         for (type, count) in snapshot.events.sorted(by: { $0.key < $1.key }) {

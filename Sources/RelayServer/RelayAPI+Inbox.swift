@@ -52,7 +52,7 @@ extension RelayAPI {
             return (try fields.integer("seq", in: 0...Int64.max), try fields.optionalString("epoch", maxLength: 64))
         }
         store.ack(
-            userId: userId, seq: seq, epoch: epoch,
+            userId: userId, seq: seq, epoch: epoch, now: now(),
             completion: onStore(reply) { (outcome: AckOutcome) in
                 switch outcome {
                 case .acknowledged:

@@ -23,9 +23,11 @@ extension RelayAPI {
         let live = self.live
         let createdAt = now()
         store.accept(
-            NewMessage(message: message, fingerprint: fingerprint, now: createdAt),
+            NewMessage(
+                message: message, fingerprint: fingerprint, now: createdAt,
+                pushDueAt: Timestamp(milliseconds: createdAt.milliseconds + config.pushDelayMs)),
             // Decided inside the write, so the answer matches what the live fan-out then does.
-            delivery: { userId in live?.hub.isOnline(userId) == true ? .live : .stored },
+            onlineDevices: { userId in live?.hub.onlineDevices(userId) ?? [] },
             completion: onStore(reply) { (outcome: AcceptOutcome) in
                 switch outcome {
                 case .accepted(let recipients):

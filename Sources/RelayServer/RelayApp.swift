@@ -20,6 +20,7 @@ package final class RelayApp: @unchecked Sendable {
     let http: HTTPServer
     let webSockets: WebSocketLoop
     let gateway: LiveGateway
+    let notifier: PushNotifier
     private let pruneTimer: any DispatchSourceTimer
     private let trimTimer: any DispatchSourceTimer
     private let presenceTimer: any DispatchSourceTimer
@@ -48,9 +49,17 @@ package final class RelayApp: @unchecked Sendable {
         loopConfig.deadAfterMs = config.wsDeadAfterMs
         loopConfig.maxQueuedBytes = config.wsMaxQueuedBytes
         webSockets = try WebSocketLoop(configuration: loopConfig)
-        let hub = LiveHub(
-            store: store, logger: logger, events: CountingEventSink(metrics: metrics, logger: logger),
-            debounceMs: config.pushDelayMs, now: clock)
+        let events = CountingEventSink(metrics: metrics, logger: logger)
+        let hub = LiveHub(store: store, logger: logger, events: events, debounceMs: config.pushDelayMs, now: clock)
+        let webhookKey = secrets.webhookSecret.key
+        notifier = PushNotifier(
+            store: store,
+            settings: PushNotifier.Settings(
+                retry: RetryPolicy(baseMilliseconds: config.pushRetryBaseMs, capMilliseconds: config.pushRetryCapMs),
+                requestTimeoutSeconds: Double(config.pushTimeoutMs) / 1000),
+            signer: WebhookSignature(
+                hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
+            allowList: allowList, metrics: metrics, logger: logger, events: events, now: clock)
         gateway = LiveGateway(loop: webSockets, hub: hub, store: store, logger: logger)
         let loop = webSockets
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
@@ -81,6 +90,7 @@ package final class RelayApp: @unchecked Sendable {
     /// Binds and starts serving; returns the base URL.
     package func start() throws -> String {
         webSockets.start(delegate: gateway)
+        notifier.start()
         try http.start()
         let store = self.store
         let logger = self.logger
@@ -121,6 +131,7 @@ package final class RelayApp: @unchecked Sendable {
         http.quiesce()
         webSockets.stop()
         http.shutdown()
+        notifier.stop()
         pruneTimer.cancel()
         trimTimer.cancel()
         presenceTimer.cancel()

@@ -23,6 +23,8 @@ package struct RelayConfig: Sendable, Equatable {
     package var pingIntervalMs: Int64 = 25_000
     /// Acked messages are kept this long (seconds), and it is the default message TTL.
     package var retentionS: Int64 = 604_800
+    /// A push delivery attempt that takes longer fails and is retried.
+    package var pushTimeoutMs: Int64 = 10_000
     package var pushRetryBaseMs: Int64 = 1000
     package var pushRetryCapMs: Int64 = 600_000
     /// Largest serialized `payload` of a message.

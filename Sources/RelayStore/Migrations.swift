@@ -61,7 +61,31 @@ enum Migrations {
             last_online INTEGER NOT NULL,
             PRIMARY KEY(user_id, device_id)
         ) WITHOUT ROWID;
+        """,
+        // 2: the push outbox. A job per (message, device) while pending; `webhook_id` stays the
+        // same across retries of one delivery (Standard Webhooks' idempotency key).
         """
+        CREATE TABLE push_jobs(
+            id INTEGER PRIMARY KEY,
+            webhook_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            message_id TEXT,
+            seq INTEGER NOT NULL,
+            collapse_key TEXT,
+            state TEXT NOT NULL,
+            due_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        );
+        CREATE INDEX push_jobs_pending ON push_jobs(due_at) WHERE state = 'pending';
+        CREATE INDEX push_jobs_by_device ON push_jobs(user_id, device_id, state);
+        CREATE INDEX push_jobs_by_message ON push_jobs(message_id);
+        """,
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.

@@ -22,11 +22,14 @@ package struct NewMessage: Sendable {
     /// SHA-256 of the canonical request; the idempotency check compares it.
     package var fingerprint: [UInt8]
     package var now: Timestamp
+    /// When push jobs for offline recipients become due; nil queues none.
+    package var pushDueAt: Timestamp?
 
-    package init(message: IncomingMessage, fingerprint: [UInt8], now: Timestamp) {
+    package init(message: IncomingMessage, fingerprint: [UInt8], now: Timestamp, pushDueAt: Timestamp? = nil) {
         self.message = message
         self.fingerprint = fingerprint
         self.now = now
+        self.pushDueAt = pushDueAt
     }
 }
 

@@ -6,7 +6,7 @@ package import RelayCore
 /// transaction); reads are synchronous and see every committed write.
 package protocol RelayStore: Sendable {
     func accept(
-        _ message: NewMessage, delivery: @escaping @Sendable (String) -> InitialDelivery,
+        _ message: NewMessage, onlineDevices: @escaping @Sendable (String) -> Set<String>,
         completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
@@ -14,7 +14,7 @@ package protocol RelayStore: Sendable {
     /// Records that a client fetched up to `seq` (delivery state `fetched`); fire and forget.
     func markFetched(userId: String, seq: Int64)
     func ack(
-        userId: String, seq: Int64, epoch: String?,
+        userId: String, seq: Int64, epoch: String?, now: Timestamp,
         completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void)
     func inboxHead(userId: String) throws(StoreError) -> InboxHead
     func message(id: String, now: Timestamp) throws(StoreError) -> StoredMessage?
@@ -31,6 +31,17 @@ package protocol RelayStore: Sendable {
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
     /// Each device's last-seen-online time.
     func lastOnline(userId: String) throws(StoreError) -> [String: Timestamp]
+
+    // MARK: Push outbox
+
+    /// Due push jobs coalesced per device, leaving out devices in `skipping`.
+    func duePushes(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [PushBatch]
+    /// Records how a delivery attempt ended.
+    func finish(
+        _ batch: PushBatch, result: PushResult, now: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+    /// Cancels a device's pending message pushes at or below `seq` (it got them live).
+    func cancelPushes(userId: String, deviceId: String, upTo seq: Int64, now: Timestamp)
 
     /// A named secret, created with `generate` and stored on first use.
     func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String

@@ -4,7 +4,7 @@ package import RelayCore
 /// The embedded store: one SQLite file in WAL mode, one writer thread with group commit,
 /// a pool of readers.
 package final class SQLiteStore: RelayStore {
-    private let writer: StoreWriter
+    let writer: StoreWriter
     private let readers: ReaderPool
     /// The epoch a user's inbox gets when it is created; derived, so that a read of an inbox
     /// that does not exist yet already names the epoch it will have.
@@ -44,7 +44,7 @@ package final class SQLiteStore: RelayStore {
     // MARK: Messages
 
     package func accept(
-        _ new: NewMessage, delivery: @escaping @Sendable (String) -> InitialDelivery,
+        _ new: NewMessage, onlineDevices: @escaping @Sendable (String) -> Set<String>,
         completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void
     ) {
         let epochFor = self.epochFor
@@ -71,7 +71,17 @@ package final class SQLiteStore: RelayStore {
                         ON CONFLICT(user_id) DO UPDATE SET head_seq = head_seq + 1 RETURNING head_seq
                         """, [.text(userId), .text(epochFor(userId)), .int(now)]
                     ) { seq = $0.int64(0) }
-                    let initial = delivery(userId)
+                    // Per device: online ones get the live frame, offline ones with a push URL a job.
+                    let online = onlineDevices(userId)
+                    var initial: InitialDelivery = online.isEmpty ? .stored : .live
+                    if let dueAt = new.pushDueAt,
+                        try Self.queuePushJobs(
+                            db, userId: userId, seq: seq, message: message, now: new.now, dueAt: dueAt,
+                            expiresAt: Timestamp(milliseconds: expiresAt), skipping: online),
+                        online.isEmpty
+                    {
+                        initial = .push
+                    }
                     try db.run(
                         """
                         INSERT INTO inbox_entries(user_id, seq, message_id, created_at, expires_at, state)
@@ -233,7 +243,7 @@ package final class SQLiteStore: RelayStore {
     }
 
     package func ack(
-        userId: String, seq: Int64, epoch: String?,
+        userId: String, seq: Int64, epoch: String?, now: Timestamp,
         completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void
     ) {
         writer.submit(
@@ -243,6 +253,8 @@ package final class SQLiteStore: RelayStore {
                 guard seq <= head.headSeq else { return .beyondHead(headSeq: head.headSeq) }
                 guard seq > head.ackSeq else { return .acknowledged(ackSeq: head.ackSeq) }
                 try db.run("UPDATE inboxes SET ack_seq = ? WHERE user_id = ?", [.int(seq), .text(userId)])
+                try Self.applyAckToPushes(
+                    db, userId: userId, old: head.ackSeq, new: seq, now: now.milliseconds)
                 return .acknowledged(ackSeq: seq)
             }, completion: completion)
     }
@@ -384,6 +396,8 @@ package final class SQLiteStore: RelayStore {
                     """)
                 try db.run("DELETE FROM inbox_entries WHERE (user_id, seq) IN (SELECT user_id, seq FROM doomed)")
                 let removed = db.changes
+                // Finished push jobs are kept for the retention window (dead letters can be retried).
+                try db.run("DELETE FROM push_jobs WHERE state != 'pending' AND updated_at <= ?", [.int(cutoff)])
                 // A message goes with its last entry (it also holds the idempotency record).
                 try db.run(
                     """
@@ -403,7 +417,7 @@ package final class SQLiteStore: RelayStore {
 
     // MARK: Helpers
 
-    private func read<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
+    func read<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         do {
             return try readers.read(body)
         } catch let error as SQLiteError {

@@ -21,7 +21,7 @@ import Testing
 
     static func accept(_ store: SQLiteStore, _ new: NewMessage) async throws -> AcceptOutcome {
         try await withCheckedThrowingContinuation { continuation in
-            store.accept(new, delivery: { _ in .stored }) { continuation.resume(with: $0) }
+            store.accept(new, onlineDevices: { _ in [] }) { continuation.resume(with: $0) }
         }
     }
 
@@ -91,7 +91,9 @@ import Testing
         defer { store.close() }
         for n in 1...5 { _ = try await Self.accept(store, try message("m\(n)", ["u"])) }
         let acked: AckOutcome = try await withCheckedThrowingContinuation { continuation in
-            store.ack(userId: "u", seq: 3, epoch: nil) { continuation.resume(with: $0) }
+            store.ack(userId: "u", seq: 3, epoch: nil, now: Timestamp(milliseconds: 1_500_000)) {
+                continuation.resume(with: $0)
+            }
         }
         #expect(acked == .acknowledged(ackSeq: 3))
         // Retention 0 s at a later time: seqs 1-3 (acked) go; 4-5 stay.

@@ -1,0 +1,55 @@
+/// When to try a failed delivery again: exponential backoff with full jitter (a uniformly random
+/// delay between 0 and `min(cap, base · 2^attempt)`), which spreads retries of many jobs that
+/// failed together instead of sending them back in lockstep.
+public struct RetryPolicy: Sendable, Equatable {
+    public var baseMilliseconds: Int64
+    public var capMilliseconds: Int64
+
+    public init(baseMilliseconds: Int64 = 1000, capMilliseconds: Int64 = 600_000) {
+        self.baseMilliseconds = baseMilliseconds
+        self.capMilliseconds = capMilliseconds
+    }
+
+    /// The ceiling of the delay after the `attempt`-th failure (1-based).
+    public func ceiling(afterAttempt attempt: Int) -> Int64 {
+        let exponent = min(max(attempt - 1, 0), 40)
+        let grown = baseMilliseconds.multipliedReportingOverflow(by: Int64(1) << Int64(exponent))
+        return grown.overflow ? capMilliseconds : min(capMilliseconds, grown.partialValue)
+    }
+
+    /// A delay for the `attempt`-th failure, drawn with `random` (a value in 0...1).
+    public func delay(afterAttempt attempt: Int, random: Double) -> Int64 {
+        Int64((Double(ceiling(afterAttempt: attempt)) * min(max(random, 0), 1)).rounded(.down))
+    }
+}
+
+/// What a push receiver's answer means for the job (DESIGN §2).
+public enum DeliveryOutcome: Sendable, Equatable {
+    case delivered
+    /// 404 / 410: the device is gone; disable it and drop its jobs.
+    case deviceGone
+    /// 429, 5xx, timeout, connection error: try again, not before `notBefore` milliseconds from now
+    /// when the receiver said so (`Retry-After`).
+    case retry(reason: String, notBeforeMilliseconds: Int64?)
+    /// Any other 4xx: retrying will not help.
+    case dead(reason: String)
+
+    /// Classifies an HTTP status; `retryAfter` is the raw `Retry-After` header, if any.
+    public static func classify(status: Int, retryAfter: String?) -> DeliveryOutcome {
+        switch status {
+        case 200..<300: return .delivered
+        case 404, 410: return .deviceGone
+        case 429: return .retry(reason: "HTTP 429", notBeforeMilliseconds: parseRetryAfter(retryAfter))
+        case 500..<600: return .retry(reason: "HTTP \(status)", notBeforeMilliseconds: parseRetryAfter(retryAfter))
+        default: return .dead(reason: "HTTP \(status)")
+        }
+    }
+
+    /// `Retry-After` in delta-seconds (an HTTP date is not honoured: the backoff applies instead).
+    static func parseRetryAfter(_ value: String?) -> Int64? {
+        guard let value, let seconds = Int64(value.trimmingSpaces()), seconds >= 0, seconds <= 86_400 else {
+            return nil
+        }
+        return seconds * 1000
+    }
+}

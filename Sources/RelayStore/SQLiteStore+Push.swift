@@ -1,0 +1,239 @@
+package import RelayCore
+
+/// Due push jobs of one device, coalesced into one push (DESIGN §2: several pending messages
+/// for one device go out as one push carrying the unread count).
+package struct PushBatch: Sendable {
+    package var userId: String
+    package var deviceId: String
+    package var pushURL: String
+    package var contentFree: Bool
+    package var jobIds: [Int64]
+    /// Stable across retries of the same batch: the oldest job's id.
+    package var webhookId: String
+    package var kind: String
+    package var seqFrom: Int64
+    package var seqTo: Int64
+    /// The newest message covered.
+    package var messageId: String?
+    package var unread: Int64
+    package var priority: String
+    package var collapseKey: String?
+    /// The newest message's `push` object, serialized.
+    package var push: [UInt8]?
+    package var attempts: Int
+    /// The batch may be retried until the newest TTL among its messages passes.
+    package var expiresAt: Timestamp
+
+    package var deviceKey: String { userId + "\u{0}" + deviceId }
+}
+
+/// How a delivery attempt ended, as the store records it.
+package enum PushResult: Sendable {
+    case delivered
+    case retry(error: String, at: Timestamp)
+    case dead(error: String)
+    case deviceGone(reason: String)
+}
+
+extension SQLiteStore {
+    /// Queues a push job for every active device of `userId` (inside the accept write).
+    /// A pending job with the same `collapseKey` on that device is replaced (RFC 8030 "Topic").
+    static func queuePushJobs(
+        _ db: SQLiteConnection, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
+        dueAt: Timestamp, expiresAt: Timestamp, skipping online: Set<String>
+    ) throws -> Bool {
+        var devices: [String] = []
+        try db.query("SELECT device_id FROM devices WHERE user_id = ? AND active = 1", [.text(userId)]) {
+            let deviceId = $0.text(0)
+            if !online.contains(deviceId) { devices.append(deviceId) }
+        }
+        for deviceId in devices {
+            if let collapseKey = message.collapseKey {
+                try db.run(
+                    """
+                    UPDATE push_jobs SET state = 'cancelled', last_error = 'collapsed', updated_at = ?
+                    WHERE user_id = ? AND device_id = ? AND state = 'pending' AND collapse_key = ?
+                    """, [.int(now.milliseconds), .text(userId), .text(deviceId), .text(collapseKey)])
+            }
+            try db.run(
+                """
+                INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key, state,
+                    due_at, expires_at, created_at, updated_at)
+                VALUES ('msg_' || lower(hex(randomblob(12))), 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                """,
+                [
+                    .text(userId), .text(deviceId), .text(message.id), .int(seq), .optional(message.collapseKey),
+                    .int(dueAt.milliseconds), .int(expiresAt.milliseconds), .int(now.milliseconds),
+                    .int(now.milliseconds),
+                ])
+        }
+        return !devices.isEmpty
+    }
+
+    /// Due jobs, coalesced per device; devices in `skipping` (deliveries in flight) are left out.
+    package func duePushes(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [PushBatch] {
+        try read { db in
+            var batches: [String: PushBatch] = [:]
+            var order: [String] = []
+            try db.query(
+                """
+                SELECT j.id, j.webhook_id, j.kind, j.user_id, j.device_id, j.message_id, j.seq, j.collapse_key,
+                    j.attempts, j.expires_at, d.push_url, d.content_free, m.priority, m.push
+                FROM push_jobs j
+                JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
+                LEFT JOIN messages m ON m.id = j.message_id
+                WHERE j.state = 'pending' AND j.due_at <= ? ORDER BY j.due_at, j.id LIMIT ?
+                """, [.int(now.milliseconds), .int(Int64(limit))]
+            ) { row in
+                let userId = row.text(3)
+                let deviceId = row.text(4)
+                let key = userId + "\u{0}" + deviceId
+                guard !skipping.contains(key) else { return }
+                let seq = row.int64(6)
+                let kind = row.text(2)
+                if var batch = batches[key] {
+                    batch.jobIds.append(row.int64(0))
+                    batch.attempts = max(batch.attempts, Int(row.int64(8)))
+                    batch.expiresAt = max(batch.expiresAt, Timestamp(milliseconds: row.int64(9)))
+                    if kind == "message" {
+                        batch.kind = "message"
+                        batch.seqFrom = min(batch.seqFrom, seq)
+                        if seq >= batch.seqTo {
+                            batch.seqTo = seq
+                            batch.messageId = row.optionalText(5)
+                            batch.collapseKey = row.optionalText(7)
+                            batch.push = row.isNull(13) ? nil : row.bytes(13)
+                        }
+                        if row.optionalText(12) == "high" { batch.priority = "high" }
+                    }
+                    batches[key] = batch
+                } else {
+                    order.append(key)
+                    batches[key] = PushBatch(
+                        userId: userId, deviceId: deviceId, pushURL: row.text(10), contentFree: row.int64(11) != 0,
+                        jobIds: [row.int64(0)], webhookId: row.text(1), kind: kind, seqFrom: seq, seqTo: seq,
+                        messageId: row.optionalText(5), unread: 0, priority: row.optionalText(12) ?? "normal",
+                        collapseKey: row.optionalText(7), push: row.isNull(13) ? nil : row.bytes(13),
+                        attempts: Int(row.int64(8)), expiresAt: Timestamp(milliseconds: row.int64(9)))
+                }
+            }
+            var result: [PushBatch] = []
+            for key in order {
+                guard var batch = batches[key] else { continue }
+                try db.query("SELECT head_seq - ack_seq FROM inboxes WHERE user_id = ?", [.text(batch.userId)]) {
+                    batch.unread = max(0, $0.int64(0))
+                }
+                result.append(batch)
+            }
+            return result
+        }
+    }
+
+    /// Records how a delivery attempt of `batch` ended.
+    package func finish(
+        _ batch: PushBatch, result: PushResult, now: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                let time = Int64(now.milliseconds)
+                for id in batch.jobIds {
+                    switch result {
+                    case .delivered:
+                        try db.run(
+                            """
+                            UPDATE push_jobs SET state = 'delivered', attempts = attempts + 1, last_error = NULL,
+                                updated_at = ? WHERE id = ? AND state = 'pending'
+                            """, [.int(time), .int(id)])
+                    case .retry(let error, let at):
+                        try db.run(
+                            """
+                            UPDATE push_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
+                            WHERE id = ? AND state = 'pending'
+                            """, [.text(error), .int(at.milliseconds), .int(time), .int(id)])
+                    case .dead(let error):
+                        try db.run(
+                            """
+                            UPDATE push_jobs SET state = 'dead', attempts = attempts + 1, last_error = ?, updated_at = ?
+                            WHERE id = ? AND state = 'pending'
+                            """, [.text(error), .int(time), .int(id)])
+                    case .deviceGone:
+                        break
+                    }
+                }
+                switch result {
+                case .delivered where batch.kind == "message":
+                    try db.run(
+                        """
+                        UPDATE inbox_entries SET state = 'pushed'
+                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN ('stored', 'live')
+                        """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
+                case .dead where batch.kind == "message":
+                    try db.run(
+                        """
+                        UPDATE inbox_entries SET state = 'dead'
+                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN ('stored', 'live')
+                        """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
+                case .deviceGone(let reason):
+                    try db.run(
+                        "UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND device_id = ?",
+                        [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
+                    try db.run(
+                        """
+                        UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
+                        WHERE user_id = ? AND device_id = ? AND state = 'pending'
+                        """, [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
+                default:
+                    break
+                }
+            }, completion: completion)
+    }
+
+    /// Cancels pending message pushes of one device at or below `seq` (it came online and was
+    /// sent them).
+    package func cancelPushes(userId: String, deviceId: String, upTo seq: Int64, now: Timestamp) {
+        writer.submit(
+            { db in
+                try db.run(
+                    """
+                    UPDATE push_jobs SET state = 'cancelled', last_error = 'delivered live', updated_at = ?
+                    WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
+                    """, [.int(now.milliseconds), .text(userId), .text(deviceId), .int(seq)])
+            }, completion: { _ in })
+    }
+
+    /// Inside an ack that moved the cursor from `old` to `new`: pending pushes at or below it are
+    /// cancelled on every device, and devices already pushed in that range get a `clear` push
+    /// (the badge goes down when the message was read elsewhere).
+    static func applyAckToPushes(_ db: SQLiteConnection, userId: String, old: Int64, new: Int64, now: Int64) throws {
+        try db.run(
+            """
+            UPDATE push_jobs SET state = 'cancelled', last_error = 'acked', updated_at = ?
+            WHERE user_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
+            """, [.int(now), .text(userId), .int(new)])
+        var pushed: [String] = []
+        try db.query(
+            """
+            SELECT DISTINCT device_id FROM push_jobs
+            WHERE user_id = ? AND state = 'delivered' AND kind = 'message' AND seq > ? AND seq <= ?
+            """, [.text(userId), .int(old), .int(new)]
+        ) { pushed.append($0.text(0)) }
+        for deviceId in pushed {
+            try db.run(
+                """
+                UPDATE push_jobs SET state = 'cancelled', last_error = 'superseded', updated_at = ?
+                WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'clear'
+                """, [.int(now), .text(userId), .text(deviceId)])
+            try db.run(
+                """
+                INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
+                    created_at, updated_at)
+                VALUES ('clr_' || lower(hex(randomblob(12))), 'clear', ?, ?, NULL, ?, 'pending', ?, ?, ?, ?)
+                """,
+                [
+                    .text(userId), .text(deviceId), .int(new), .int(now), .int(now + 86_400_000), .int(now),
+                    .int(now),
+                ])
+        }
+    }
+}

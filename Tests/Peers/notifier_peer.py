@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""End-to-end checks of PushRelay's push notifier against a real local webhook receiver.
+
+The receiver is an HTTP server in this process that can be told, per device path, to succeed,
+fail the first N attempts with 500, answer 429 with Retry-After, hang past the timeout, or
+answer 410. Signatures are verified here with python's own hmac (Standard Webhooks), not with
+the relay's code. Usage: notifier_peer.py PATH_TO_PUSHRELAY
+"""
+import asyncio
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+
+import websockets
+
+KEY = "peer-test-server-key"
+SECRET_BYTES = b"0123456789abcdef0123456789abcdef"
+SECRET = "whsec_" + base64.b64encode(SECRET_BYTES).decode()
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.lock = threading.Lock()
+        self.pushes = []  # (path, headers, body, time)
+        self.behaviour = {}  # path -> list of actions, consumed in order; default "ok"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def base(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def received(self, path):
+        with self.lock:
+            return [p for p in self.pushes if p[0] == path]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        server = self.server
+        with server.lock:
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            server.pushes.append((self.path, headers, body, time.monotonic()))
+            actions = server.behaviour.get(self.path, [])
+            action = actions.pop(0) if actions else "ok"
+        if action == "hang":
+            time.sleep(4)
+            action = "ok"
+        status, headers = {"ok": (204, {}), "500": (500, {}), "410": (410, {}), "400": (400, {}),
+                           "429": (429, {"Retry-After": "1"})}[action]
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def verify(headers, body):
+    """Standard Webhooks verification, written independently of the relay."""
+    msg_id, ts, sig = headers["webhook-id"], headers["webhook-timestamp"], headers["webhook-signature"]
+    expected = base64.b64encode(hmac.new(SECRET_BYTES, f"{msg_id}.{ts}.".encode() + body, hashlib.sha256).digest())
+    assert sig.startswith("v1,") and hmac.compare_digest(sig[3:].encode(), expected), (sig, expected)
+    assert abs(time.time() - int(ts)) < 60
+
+
+class Relay:
+    def __init__(self, binary, *extra, db=None):
+        self.binary = binary
+        self.tmp = tempfile.mkdtemp(prefix="pushrelay-notifier-")
+        self.db = db or os.path.join(self.tmp, "relay.sqlite")
+        self.extra = extra
+        self.start()
+
+    def start(self, port=0):
+        self.proc = subprocess.Popen(
+            [self.binary, "serve", "--listen", f"127.0.0.1:{port}", "--db", self.db, "--server-keys", KEY,
+             "--webhook-secret", SECRET, "--log-level", "warning", *self.extra],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        assert "listening on" in line, line
+        self.base = line.strip().split("listening on ")[1]
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def http(self, method, path, body=None, token=KEY):
+        request = urllib.request.Request(self.base + path, method=method)
+        request.add_header("Authorization", f"Bearer {token}")
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, data, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    def device(self, receiver, user, device, **extra):
+        status, body = self.http("PUT", f"/v1/users/{user}/devices/{device}",
+                                 {"pushUrl": f"{receiver.base}/{user}/{device}", **extra})
+        assert status in (200, 201), body
+
+    def post(self, msg_id, users, **extra):
+        status, body = self.http("POST", "/v1/messages", {"id": msg_id, "recipients": users, "payload": {"n": msg_id},
+                                                          "push": {"title": "T", "body": msg_id}, **extra})
+        assert status == 202, body
+        return body
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+CHECKS = []
+
+
+def check(name):
+    def decorator(fn):
+        CHECKS.append((name, fn))
+        return fn
+    return decorator
+
+
+@check("an offline device gets one signed push per message, verified with python hmac")
+def offline_push(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "100")
+    try:
+        relay.device(receiver, "alice", "phone", platform="ios")
+        answer = relay.post("m1", ["alice"], priority="high", collapseKey="chat-1")
+        assert answer["recipients"][0]["delivery"] == "push", answer
+        assert wait_for(lambda: len(receiver.received("/alice/phone")) >= 1)
+        time.sleep(0.5)
+        pushes = receiver.received("/alice/phone")
+        assert len(pushes) == 1, pushes
+        _, headers, body, _ = pushes[0]
+        verify(headers, body)
+        push = json.loads(body)
+        assert push["type"] == "message" and push["userId"] == "alice" and push["deviceId"] == "phone", push
+        assert push["messageId"] == "m1" and push["seq"] == {"from": 1, "to": 1} and push["unread"] == 1, push
+        assert push["priority"] == "high" and push["collapseKey"] == "chat-1", push
+        assert push["push"] == {"title": "T", "body": "m1"}, push
+        status, state = relay.http("GET", "/v1/messages/m1")
+        assert state["recipients"][0]["state"] == "pushed", state
+    finally:
+        relay.stop()
+
+
+@check("several pending messages coalesce into one push with the unread count; content-free carries no content")
+def coalesced(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "500")
+    try:
+        relay.device(receiver, "bob", "tablet", contentFree=True)
+        for n in range(3):
+            relay.post(f"b{n}", ["bob"])
+        assert wait_for(lambda: len(receiver.received("/bob/tablet")) >= 1)
+        time.sleep(0.5)
+        pushes = receiver.received("/bob/tablet")
+        assert len(pushes) == 1, [json.loads(p[2]) for p in pushes]
+        push = json.loads(pushes[0][2])
+        assert push["seq"] == {"from": 1, "to": 3} and push["unread"] == 3, push
+        assert "push" not in push and "messageId" not in push, push
+    finally:
+        relay.stop()
+
+
+@check("an online device gets no push; one that comes online within the push delay gets none either")
+def online_no_push(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "800")
+    try:
+        relay.device(receiver, "carol", "phone")
+        status, token = relay.http("POST", "/v1/tokens", {"userId": "carol", "deviceId": "phone"})
+
+        async def scenario():
+            url = relay.base.replace("http://", "ws://") + "/v1/ws?access_token=" + token["token"]
+            async with websockets.connect(url) as ws:
+                await ws.recv()
+                await ws.recv()  # synced
+                answer = relay.post("c1", ["carol"])
+                assert answer["recipients"][0]["delivery"] == "live", answer
+                await asyncio.wait_for(ws.recv(), 5)
+            # Offline now: the next message is queued, and the device comes back before it is due.
+            answer = relay.post("c2", ["carol"])
+            assert answer["recipients"][0]["delivery"] == "push", answer
+            async with websockets.connect(url + "&after=1") as ws:
+                await ws.recv()
+                assert json.loads(await ws.recv())["seq"] == 2
+                await asyncio.sleep(1.5)
+        asyncio.run(scenario())
+        assert receiver.received("/carol/phone") == [], receiver.received("/carol/phone")
+    finally:
+        relay.stop()
+
+
+@check("a flaky receiver gets the push after retries, with the same webhook-id and growing spacing")
+def flaky(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "50", "--push-retry-base-ms", "200", "--push-retry-cap-ms", "2000")
+    try:
+        receiver.behaviour["/dave/phone"] = ["500", "500", "429"]
+        relay.device(receiver, "dave", "phone")
+        relay.post("d1", ["dave"])
+        assert wait_for(lambda: len(receiver.received("/dave/phone")) >= 4, 15)
+        time.sleep(0.5)
+        pushes = receiver.received("/dave/phone")
+        assert len(pushes) == 4, len(pushes)
+        ids = {p[1]["webhook-id"] for p in pushes}
+        assert len(ids) == 1, ids
+        gaps = [b[3] - a[3] for a, b in zip(pushes, pushes[1:])]
+        assert gaps[2] >= 0.95, gaps  # Retry-After: 1 is honoured
+        for p in pushes:
+            verify(p[1], p[2])
+        status, state = relay.http("GET", "/v1/messages/d1")
+        assert state["recipients"][0]["state"] == "pushed", state
+    finally:
+        relay.stop()
+
+
+@check("410 disables the device and stops attempts; a 400 is dead at once; the TTL ends retries")
+def gone_and_dead(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "50", "--push-retry-base-ms", "200", "--push-retry-cap-ms", "400")
+    try:
+        receiver.behaviour["/erin/old"] = ["410"]
+        relay.device(receiver, "erin", "old")
+        relay.post("e1", ["erin"])
+        assert wait_for(lambda: len(receiver.received("/erin/old")) == 1)
+        assert wait_for(lambda: relay.http("GET", "/v1/users/erin/devices")[1]["devices"][0]["state"] == "disabled")
+        relay.post("e2", ["erin"])
+        time.sleep(0.6)
+        assert len(receiver.received("/erin/old")) == 1
+
+        receiver.behaviour["/fay/phone"] = ["400"]
+        relay.device(receiver, "fay", "phone")
+        relay.post("f1", ["fay"])
+        assert wait_for(lambda: relay.http("GET", "/v1/messages/f1")[1]["recipients"][0]["state"] == "dead")
+
+        receiver.behaviour["/gus/phone"] = ["500"] * 50
+        relay.device(receiver, "gus", "phone")
+        relay.post("g1", ["gus"], ttl=2)
+        assert wait_for(lambda: relay.http("GET", "/v1/messages/g1")[1]["recipients"][0]["state"] in ("dead", "expired"), 10)
+        attempts = len(receiver.received("/gus/phone"))
+        time.sleep(1)
+        assert len(receiver.received("/gus/phone")) == attempts, "attempts went on after the TTL"
+    finally:
+        relay.stop()
+
+
+@check("a receiver that hangs past the timeout is retried")
+def hang(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "50", "--push-retry-base-ms", "100", "--push-retry-cap-ms", "200",
+                  "--push-timeout-ms", "1000")
+    try:
+        receiver.behaviour["/hal/phone"] = ["hang"]
+        relay.device(receiver, "hal", "phone")
+        relay.post("h1", ["hal"])
+        assert wait_for(lambda: len(receiver.received("/hal/phone")) >= 2, 10)
+    finally:
+        relay.stop()
+
+
+@check("ack from one device cancels pending pushes on the others and sends clear to those already pushed")
+def read_elsewhere(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "300")
+    try:
+        relay.device(receiver, "ivy", "phone")
+        relay.post("i1", ["ivy"])
+        assert wait_for(lambda: len(receiver.received("/ivy/phone")) == 1)
+        relay.device(receiver, "ivy", "tablet")  # registered after i1 was pushed
+        relay.post("i2", ["ivy"])  # pending for phone and tablet
+        status, _ = relay.http("POST", "/v1/users/ivy/ack", {"seq": 2})
+        assert status == 204
+        assert wait_for(lambda: len(receiver.received("/ivy/phone")) == 2)
+        time.sleep(0.6)
+        phone = [json.loads(p[2]) for p in receiver.received("/ivy/phone")]
+        assert [p["type"] for p in phone] == ["message", "clear"], phone
+        assert phone[1]["unread"] == 0, phone
+        assert receiver.received("/ivy/tablet") == [], receiver.received("/ivy/tablet")
+    finally:
+        relay.stop()
+
+
+@check("kill -9 with 1,000 jobs pending: after the restart every job is delivered")
+def crash_restart(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "2000")
+    try:
+        for n in range(1000):
+            relay.device(receiver, f"u{n}", "phone")
+        for start in range(0, 1000, 100):
+            status, body = relay.http("POST", "/v1/messages", {
+                "id": f"k{start}", "recipients": [f"u{n}" for n in range(start, start + 100)], "payload": {}})
+            assert status == 202, body
+        relay.kill9()
+        assert sum(len(receiver.received(f"/u{n}/phone")) for n in range(1000)) == 0
+        relay.start()
+        assert wait_for(lambda: all(receiver.received(f"/u{n}/phone") for n in range(1000)), 30)
+    finally:
+        relay.stop()
+
+
+def main(binary):
+    receiver = Receiver()
+    passed = failed = 0
+    for name, fn in CHECKS:
+        try:
+            fn(binary, receiver)
+            passed += 1
+            print(f"ok     {name}")
+        except Exception:
+            failed += 1
+            print(f"FAILED {name}")
+            traceback.print_exc()
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
