@@ -51,6 +51,8 @@ package final class RelayAPI: Sendable {
         }
         router.add("POST", "/v1/users/{userId}/ack") { api, request, reply in try api.ack(request, reply) }
         router.add("GET", "/v1/ws") { api, request, reply in try api.openWebSocket(request, reply) }
+        router.add("GET", "/v1/deliveries") { api, request, reply in try api.listDeliveries(request, reply) }
+        router.add("POST", "/v1/deliveries/{id}/retry") { api, request, reply in try api.retryDelivery(request, reply) }
         router.add("GET", "/healthz") { _, _, reply in reply.json(200, Array(#"{"status":"ok"}"#.utf8)) }
         router.add("GET", "/readyz") { api, request, reply in api.readiness(request, reply) }
         router.add("GET", "/metrics") { api, request, reply in try api.renderMetrics(request, reply) }

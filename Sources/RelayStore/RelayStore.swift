@@ -40,6 +40,12 @@ package protocol RelayStore: Sendable {
     func finish(
         _ batch: PushBatch, result: PushResult, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+    /// Push jobs in `state`, newest first (the dead-letter view).
+    func deliveries(state: String, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
+    /// Re-queues a dead job with a fresh attempt budget.
+    func retryDelivery(
+        id: Int64, now: Timestamp, expiresAt: Timestamp,
+        completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void)
     /// Cancels a device's pending message pushes at or below `seq` (it got them live).
     func cancelPushes(userId: String, deviceId: String, upTo seq: Int64, now: Timestamp)
 

@@ -237,3 +237,75 @@ extension SQLiteStore {
         }
     }
 }
+
+/// One push job as the dead-letter view shows it (DESIGN §5).
+package struct DeliveryRecord: Sendable {
+    package var id: Int64
+    package var messageId: String?
+    package var userId: String
+    package var deviceId: String
+    package var kind: String
+    package var state: String
+    package var attempts: Int64
+    package var lastError: String?
+    package var updatedAt: Timestamp
+}
+
+/// What retrying a delivery did.
+package enum RetryOutcome: Sendable {
+    case requeued(DeliveryRecord)
+    case notFound
+    case notDead(DeliveryRecord)
+}
+
+extension SQLiteStore {
+    static let deliveryColumns =
+        "id, message_id, user_id, device_id, kind, state, attempts, last_error, updated_at FROM push_jobs"
+
+    static func deliveryRecord(_ row: SQLiteStatement) -> DeliveryRecord {
+        DeliveryRecord(
+            id: row.int64(0), messageId: row.optionalText(1), userId: row.text(2), deviceId: row.text(3),
+            kind: row.text(4), state: row.text(5), attempts: row.int64(6), lastError: row.optionalText(7),
+            updatedAt: Timestamp(milliseconds: row.int64(8)))
+    }
+
+    /// Push jobs in `state`, newest first, optionally for one user.
+    package func deliveries(state: String, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord] {
+        try read { db in
+            var records: [DeliveryRecord] = []
+            let sql =
+                userId == nil
+                ? "SELECT \(Self.deliveryColumns) WHERE state = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
+                : "SELECT \(Self.deliveryColumns) WHERE state = ? AND user_id = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
+            let bindings: [SQLValue] =
+                userId.map { [.text(state), .text($0), .int(Int64(limit))] } ?? [.text(state), .int(Int64(limit))]
+            try db.query(sql, bindings) { records.append(Self.deliveryRecord($0)) }
+            return records
+        }
+    }
+
+    /// Re-queues a dead job with a fresh attempt budget, due now and valid until `expiresAt`,
+    /// even past its message's TTL: the operator's explicit decision.
+    package func retryDelivery(
+        id: Int64, now: Timestamp, expiresAt: Timestamp,
+        completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                var record: DeliveryRecord?
+                try db.query("SELECT \(Self.deliveryColumns) WHERE id = ?", [.int(id)]) { record = Self.deliveryRecord($0) }
+                guard var found = record else { return RetryOutcome.notFound }
+                guard found.state == "dead" else { return .notDead(found) }
+                try db.run(
+                    """
+                    UPDATE push_jobs SET state = 'pending', attempts = 0, last_error = NULL, due_at = ?, expires_at = ?,
+                        updated_at = ? WHERE id = ?
+                    """, [.int(now.milliseconds), .int(expiresAt.milliseconds), .int(now.milliseconds), .int(id)])
+                found.state = "pending"
+                found.attempts = 0
+                found.lastError = nil
+                found.updatedAt = now
+                return .requeued(found)
+            }, completion: completion)
+    }
+}

@@ -209,7 +209,9 @@ def online_no_push(binary, receiver):
                 answer = relay.post("c1", ["carol"])
                 assert answer["recipients"][0]["delivery"] == "live", answer
                 await asyncio.wait_for(ws.recv(), 5)
-            # Offline now: the next message is queued, and the device comes back before it is due.
+            # Offline now (once the relay has seen the close): the next message is queued, and the
+            # device comes back before it is due.
+            assert wait_for(lambda: relay.http("GET", "/v1/users/carol/presence")[1]["online"] is False)
             answer = relay.post("c2", ["carol"])
             assert answer["recipients"][0]["delivery"] == "push", answer
             async with websockets.connect(url + "&after=1") as ws:
@@ -262,6 +264,18 @@ def gone_and_dead(binary, receiver):
         relay.device(receiver, "fay", "phone")
         relay.post("f1", ["fay"])
         assert wait_for(lambda: relay.http("GET", "/v1/messages/f1")[1]["recipients"][0]["state"] == "dead")
+        status, dead = relay.http("GET", "/v1/deliveries?state=dead&userId=fay")
+        assert status == 200 and len(dead["deliveries"]) == 1, dead
+        letter = dead["deliveries"][0]
+        assert letter["messageId"] == "f1" and letter["lastError"] == "HTTP 400" and letter["attempts"] == 1, letter
+        # The operator fixes the receiver and replays the dead letter.
+        status, retried = relay.http("POST", f"/v1/deliveries/{letter['id']}/retry")
+        assert status == 202 and retried["state"] == "pending" and retried["attempts"] == 0, retried
+        assert wait_for(lambda: len(receiver.received("/fay/phone")) == 2)
+        assert wait_for(lambda: relay.http("GET", "/v1/deliveries?state=delivered&userId=fay")[1]["deliveries"])
+        status, again = relay.http("POST", f"/v1/deliveries/{letter['id']}/retry")
+        assert status == 409 and again["error"]["code"] == "not_dead", again
+        assert relay.http("POST", "/v1/deliveries/999999/retry")[0] == 404
 
         receiver.behaviour["/gus/phone"] = ["500"] * 50
         relay.device(receiver, "gus", "phone")
