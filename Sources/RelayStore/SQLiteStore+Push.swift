@@ -293,7 +293,9 @@ extension SQLiteStore {
         writer.submit(
             { db in
                 var record: DeliveryRecord?
-                try db.query("SELECT \(Self.deliveryColumns) WHERE id = ?", [.int(id)]) { record = Self.deliveryRecord($0) }
+                try db.query("SELECT \(Self.deliveryColumns) WHERE id = ?", [.int(id)]) {
+                    record = Self.deliveryRecord($0)
+                }
                 guard var found = record else { return RetryOutcome.notFound }
                 guard found.state == "dead" else { return .notDead(found) }
                 try db.run(
