@@ -209,6 +209,14 @@ package enum ConfigLoader {
         if let secret = config.clientTokenSecret, secret.utf8.count < 32 {
             throw Error(description: "clientTokenSecret must be at least 32 bytes long")
         }
+        if let eventsUrl = config.eventsUrl {
+            guard let url = try? PushURL(eventsUrl),
+                case .success(let list) = HostAllowList.parse(config.pushAllowedHosts),
+                list.allows(host: url.host)
+            else {
+                throw Error(description: "eventsUrl must be an http(s) URL whose host is in pushAllowedHosts")
+            }
+        }
         if config.pushRetryBaseMs > config.pushRetryCapMs {
             throw Error(description: "pushRetryBaseMs must not exceed pushRetryCapMs")
         }

@@ -60,8 +60,14 @@ final class LiveGateway: WebSocketLoopDelegate {
                 return
             }
             let logger = self.logger
-            store.ack(userId: session.userId, seq: seq, epoch: json["epoch"]?.stringValue, now: hub.now()) { result in
-                if case .failure(let error) = result { logger.warning("ack failed", ("error", "\(error)")) }
+            let hub = self.hub
+            let userId = session.userId
+            store.ack(userId: userId, seq: seq, epoch: json["epoch"]?.stringValue, now: hub.now()) { result in
+                switch result {
+                case .success(.acknowledged(let ackSeq)): hub.acknowledged(userId: userId, seq: ackSeq)
+                case .success: break
+                case .failure(let error): logger.warning("ack failed", ("error", "\(error)"))
+                }
             }
         case "background":
             hub.setBackground(connection.id, true)

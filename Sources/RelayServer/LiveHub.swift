@@ -118,6 +118,11 @@ final class LiveHub: Sendable {
         }
     }
 
+    /// The ack cursor of `userId` moved: tell the chat server (`message.acked`).
+    func acknowledged(userId: String, seq: Int64) {
+        events.emit(.messageAcked(userId: userId, seq: seq, at: now()))
+    }
+
     // MARK: Presence
 
     func isOnline(_ userId: String) -> Bool {

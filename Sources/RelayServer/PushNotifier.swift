@@ -39,11 +39,15 @@ final class PushNotifier: @unchecked Sendable {
     /// Devices with a delivery in flight: their other due jobs wait, so one device never gets two
     /// pushes racing each other.
     private let inFlight = Mutex<Set<String>>([])
+    /// The chat server's event webhook, if configured.
+    private let eventsURL: URL?
+    private let eventsInFlight = Mutex<Set<Int64>>([])
 
     init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
-        logger: Logger, events: any RelayEventSink, now: @escaping @Sendable () -> Timestamp
+        logger: Logger, events: any RelayEventSink, eventsURL: URL?, now: @escaping @Sendable () -> Timestamp
     ) {
+        self.eventsURL = eventsURL
         self.store = store
         self.settings = settings
         self.signer = signer
@@ -75,6 +79,7 @@ final class PushNotifier: @unchecked Sendable {
     }
 
     private func poll() {
+        pollEvents()
         let busy = inFlight.withLock { $0 }
         let room = settings.maxInFlight - busy.count
         guard room > 0 else { return }
@@ -101,39 +106,91 @@ final class PushNotifier: @unchecked Sendable {
             finish(batch, .dead(error: refusal), started: started)
             return
         }
-        let body = Self.body(of: batch)
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("PushRelay", forHTTPHeaderField: "User-Agent")
-        for (name, value) in signer.headers(id: batch.webhookId, timestampSeconds: started.seconds, body: body) {
-            request.setValue(value, forHTTPHeaderField: name)
+        post(url, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
+            finish(batch, result(for: outcome, attempts: batch.attempts, expiresAt: batch.expiresAt), started: started)
         }
-        session.dataTask(with: request) { [self] _, response, error in
-            let outcome: DeliveryOutcome
-            if let http = response as? HTTPURLResponse {
-                outcome = .classify(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
-            } else {
-                outcome = .retry(
-                    reason: error.map { "\($0.localizedDescription)" } ?? "no response", notBeforeMilliseconds: nil)
-            }
-            finish(batch, result(for: outcome, batch), started: started)
-        }.resume()
     }
 
     /// Turns a receiver's answer into what the store records, applying backoff and the TTL.
-    private func result(for outcome: DeliveryOutcome, _ batch: PushBatch) -> PushResult {
+    private func result(for outcome: DeliveryOutcome, attempts: Int, expiresAt: Timestamp) -> PushResult {
         switch outcome {
         case .delivered: return .delivered
         case .deviceGone: return .deviceGone(reason: "push receiver answered 404/410")
         case .dead(let reason): return .dead(error: reason)
         case .retry(let reason, let notBefore):
             let time = now()
-            let backoff = settings.retry.delay(afterAttempt: batch.attempts + 1, random: Double.random(in: 0...1))
+            let backoff = settings.retry.delay(afterAttempt: attempts + 1, random: Double.random(in: 0...1))
             let at = Timestamp(milliseconds: time.milliseconds + max(backoff, notBefore ?? 0))
-            if at >= batch.expiresAt { return .dead(error: "TTL expired; last error: \(reason)") }
+            if at >= expiresAt { return .dead(error: "TTL expired; last error: \(reason)") }
             return .retry(error: reason, at: at)
+        }
+    }
+
+    /// Sends a signed POST; `done` gets the classified answer.
+    private func post(
+        _ url: URL, body: [UInt8], webhookId: String, at time: Timestamp,
+        done: @escaping @Sendable (DeliveryOutcome) -> Void
+    ) {
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("PushRelay", forHTTPHeaderField: "User-Agent")
+        for (name, value) in signer.headers(id: webhookId, timestampSeconds: time.seconds, body: body) {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        session.dataTask(with: request) { _, response, error in
+            if let http = response as? HTTPURLResponse {
+                done(.classify(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
+            } else {
+                done(
+                    .retry(
+                        reason: error.map { "\($0.localizedDescription)" } ?? "no response", notBeforeMilliseconds: nil)
+                )
+            }
+        }.resume()
+    }
+
+    // MARK: Events
+
+    private func pollEvents() {
+        guard let eventsURL else { return }
+        let busy = eventsInFlight.withLock { $0 }
+        let room = settings.maxInFlight - busy.count
+        guard room > 0 else { return }
+        let jobs: [EventJob]
+        do {
+            jobs = try store.dueEvents(now: now(), limit: room, skipping: busy)
+        } catch {
+            logger.warning("cannot read due events", ("error", "\(error)"))
+            return
+        }
+        for job in jobs {
+            guard eventsInFlight.withLock({ $0.insert(job.id).inserted }) else { continue }
+            let started = now()
+            guard let target = try? PushURL(eventsURL.absoluteString), ssrfRefusal(host: target.host) == nil else {
+                finishEvent(job, .dead(error: "events URL is not allowed"))
+                continue
+            }
+            post(eventsURL, body: job.body, webhookId: job.webhookId, at: started) { [self] outcome in
+                let result: PushResult
+                switch outcome {
+                case .deviceGone: result = .dead(error: "events receiver answered 404/410")
+                default: result = self.result(for: outcome, attempts: job.attempts, expiresAt: job.expiresAt)
+                }
+                finishEvent(job, result)
+            }
+        }
+    }
+
+    private func finishEvent(_ job: EventJob, _ result: PushResult) {
+        let logger = self.logger
+        store.finishEvent(job, result: result, now: now()) { [self] stored in
+            eventsInFlight.withLock { _ = $0.remove(job.id) }
+            if case .failure(let error) = stored { logger.error("cannot record event outcome", ("error", "\(error)")) }
+            if case .dead(let error) = result {
+                logger.warning("event dead-lettered", ("event.type", job.type), ("error", error))
+            }
         }
     }
 

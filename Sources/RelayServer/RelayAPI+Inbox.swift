@@ -51,11 +51,15 @@ extension RelayAPI {
             let fields = try FieldReader(json)
             return (try fields.integer("seq", in: 0...Int64.max), try fields.optionalString("epoch", maxLength: 64))
         }
+        let live = self.live
         store.ack(
             userId: userId, seq: seq, epoch: epoch, now: now(),
             completion: onStore(reply) { (outcome: AckOutcome) in
                 switch outcome {
-                case .acknowledged:
+                case .acknowledged(let ackSeq):
+                    live?.hub.acknowledged(userId: userId, seq: ackSeq)
+                    reply.noContent()
+                case .unchanged:
                     reply.noContent()
                 case .beyondHead(let head):
                     throw APIError.invalid("'seq' \(seq) is beyond the newest message (\(head))")

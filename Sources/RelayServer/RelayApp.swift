@@ -49,7 +49,7 @@ package final class RelayApp: @unchecked Sendable {
         loopConfig.deadAfterMs = config.wsDeadAfterMs
         loopConfig.maxQueuedBytes = config.wsMaxQueuedBytes
         webSockets = try WebSocketLoop(configuration: loopConfig)
-        let events = CountingEventSink(metrics: metrics, logger: logger)
+        let events = EventOutbox(store: store, metrics: metrics, logger: logger, deliver: config.eventsUrl != nil)
         let hub = LiveHub(store: store, logger: logger, events: events, debounceMs: config.pushDelayMs, now: clock)
         let webhookKey = secrets.webhookSecret.key
         notifier = PushNotifier(
@@ -59,7 +59,8 @@ package final class RelayApp: @unchecked Sendable {
                 requestTimeoutSeconds: Double(config.pushTimeoutMs) / 1000),
             signer: WebhookSignature(
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
-            allowList: allowList, metrics: metrics, logger: logger, events: events, now: clock)
+            allowList: allowList, metrics: metrics, logger: logger, events: events,
+            eventsURL: config.eventsUrl.flatMap(URL.init(string:)), now: clock)
         gateway = LiveGateway(loop: webSockets, hub: hub, store: store, logger: logger)
         let loop = webSockets
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {

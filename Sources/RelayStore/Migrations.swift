@@ -86,6 +86,23 @@ enum Migrations {
         CREATE INDEX push_jobs_by_device ON push_jobs(user_id, device_id, state);
         CREATE INDEX push_jobs_by_message ON push_jobs(message_id);
         """,
+        // 3: the event outbox (webhooks to the chat server's eventsUrl).
+        """
+        CREATE TABLE event_jobs(
+            id INTEGER PRIMARY KEY,
+            webhook_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            body TEXT NOT NULL,
+            state TEXT NOT NULL,
+            due_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        );
+        CREATE INDEX event_jobs_pending ON event_jobs(due_at) WHERE state = 'pending';
+        """,
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.

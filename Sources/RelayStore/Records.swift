@@ -115,8 +115,10 @@ package struct Device: Sendable, Equatable {
 
 /// Result of an ack.
 package enum AckOutcome: Sendable, Equatable {
-    /// The cursor is now `ackSeq` (unchanged when the ack was not above it).
+    /// The cursor moved to `ackSeq`.
     case acknowledged(ackSeq: Int64)
+    /// The ack was not above the cursor, which stays at `ackSeq` (a no-op, still a success).
+    case unchanged(ackSeq: Int64)
     case epochMismatch(current: String)
     case beyondHead(headSeq: Int64)
 }

@@ -49,6 +49,13 @@ package protocol RelayStore: Sendable {
     /// Cancels a device's pending message pushes at or below `seq` (it got them live).
     func cancelPushes(userId: String, deviceId: String, upTo seq: Int64, now: Timestamp)
 
+    /// Queues an event for `eventsUrl` (durable), due at once.
+    func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp)
+    func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob]
+    func finishEvent(
+        _ job: EventJob, result: PushResult, now: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+
     /// A named secret, created with `generate` and stored on first use.
     func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String
     /// Deletes what retention and TTL allow; returns the number of inbox entries removed.

@@ -311,3 +311,79 @@ extension SQLiteStore {
             }, completion: completion)
     }
 }
+
+/// One event for the chat server's `eventsUrl`.
+package struct EventJob: Sendable {
+    package var id: Int64
+    package var webhookId: String
+    package var type: String
+    package var body: [UInt8]
+    package var attempts: Int
+    package var expiresAt: Timestamp
+}
+
+extension SQLiteStore {
+    /// Queues an event (durably: it survives restarts), due at once.
+    package func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp) {
+        writer.submit(
+            { db in
+                try db.run(
+                    """
+                    INSERT INTO event_jobs(webhook_id, type, body, state, due_at, expires_at, created_at, updated_at)
+                    VALUES ('evt_' || lower(hex(randomblob(12))), ?, ?, 'pending', ?, ?, ?, ?)
+                    """,
+                    [
+                        .text(type), .text(String(decoding: body, as: UTF8.self)), .int(now.milliseconds),
+                        .int(expiresAt.milliseconds), .int(now.milliseconds), .int(now.milliseconds),
+                    ])
+            }, completion: { _ in })
+    }
+
+    package func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob] {
+        try read { db in
+            var jobs: [EventJob] = []
+            try db.query(
+                """
+                SELECT id, webhook_id, type, body, attempts, expires_at FROM event_jobs
+                WHERE state = 'pending' AND due_at <= ? ORDER BY due_at, id LIMIT ?
+                """, [.int(now.milliseconds), .int(Int64(limit))]
+            ) { row in
+                let id = row.int64(0)
+                guard !skipping.contains(id) else { return }
+                jobs.append(
+                    EventJob(
+                        id: id, webhookId: row.text(1), type: row.text(2), body: row.bytes(3),
+                        attempts: Int(row.int64(4)),
+                        expiresAt: Timestamp(milliseconds: row.int64(5))))
+            }
+            return jobs
+        }
+    }
+
+    package func finishEvent(
+        _ job: EventJob, result: PushResult, now: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                switch result {
+                case .delivered:
+                    try db.run(
+                        "UPDATE event_jobs SET state = 'delivered', attempts = attempts + 1, updated_at = ? WHERE id = ?",
+                        [.int(now.milliseconds), .int(job.id)])
+                case .retry(let error, let at):
+                    try db.run(
+                        """
+                        UPDATE event_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
+                        WHERE id = ?
+                        """, [.text(error), .int(at.milliseconds), .int(now.milliseconds), .int(job.id)])
+                case .dead(let error), .deviceGone(let error):
+                    try db.run(
+                        """
+                        UPDATE event_jobs SET state = 'dead', attempts = attempts + 1, last_error = ?, updated_at = ?
+                        WHERE id = ?
+                        """, [.text(error), .int(now.milliseconds), .int(job.id)])
+                }
+            }, completion: completion)
+    }
+}

@@ -251,7 +251,7 @@ package final class SQLiteStore: RelayStore {
                 let head = try self.head(userId, db)
                 if let epoch, epoch != head.epoch { return AckOutcome.epochMismatch(current: head.epoch) }
                 guard seq <= head.headSeq else { return .beyondHead(headSeq: head.headSeq) }
-                guard seq > head.ackSeq else { return .acknowledged(ackSeq: head.ackSeq) }
+                guard seq > head.ackSeq else { return .unchanged(ackSeq: head.ackSeq) }
                 try db.run("UPDATE inboxes SET ack_seq = ? WHERE user_id = ?", [.int(seq), .text(userId)])
                 try Self.applyAckToPushes(
                     db, userId: userId, old: head.ackSeq, new: seq, now: now.milliseconds)
@@ -398,6 +398,7 @@ package final class SQLiteStore: RelayStore {
                 let removed = db.changes
                 // Finished push jobs are kept for the retention window (dead letters can be retried).
                 try db.run("DELETE FROM push_jobs WHERE state != 'pending' AND updated_at <= ?", [.int(cutoff)])
+                try db.run("DELETE FROM event_jobs WHERE state != 'pending' AND updated_at <= ?", [.int(cutoff)])
                 // A message goes with its last entry (it also holds the idempotency record).
                 try db.run(
                     """

@@ -322,6 +322,41 @@ def read_elsewhere(binary, receiver):
         relay.stop()
 
 
+@check("events reach eventsUrl signed: presence.changed, push.delivered, message.acked, device.disabled")
+def events(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "200", "--events-url", f"{receiver.base}/events")
+    try:
+        relay.device(receiver, "jo", "phone")
+        relay.post("j1", ["jo"])
+        assert wait_for(lambda: len(receiver.received("/jo/phone")) == 1)
+        status, _ = relay.http("POST", "/v1/users/jo/ack", {"seq": 1})
+        assert status == 204
+        status, token = relay.http("POST", "/v1/tokens", {"userId": "jo", "deviceId": "laptop"})
+
+        async def online_briefly():
+            url = relay.base.replace("http://", "ws://") + "/v1/ws?access_token=" + token["token"]
+            async with websockets.connect(url) as ws:
+                await ws.recv()
+                await asyncio.sleep(0.6)  # longer than the debounce
+        asyncio.run(online_briefly())
+        receiver.behaviour["/jo/phone"] = ["410"]
+        relay.post("j2", ["jo"])
+
+        def types():
+            return [json.loads(p[2])["type"] for p in receiver.received("/events")]
+        assert wait_for(lambda: {"push.delivered", "message.acked", "presence.changed", "device.disabled"} <= set(types())), types()
+        assert wait_for(lambda: types().count("presence.changed") == 2), types()  # online, then offline
+        for _, headers, body, _ in receiver.received("/events"):
+            verify(headers, body)
+            event = json.loads(body)
+            assert set(event) == {"type", "timestamp", "data"}, event
+            assert event["data"]["userId"] == "jo", event
+        acked = [json.loads(p[2]) for p in receiver.received("/events") if json.loads(p[2])["type"] == "message.acked"]
+        assert acked[0]["data"]["seq"] == 1, acked
+    finally:
+        relay.stop()
+
+
 @check("kill -9 with 1,000 jobs pending: after the restart every job is delivered")
 def crash_restart(binary, receiver):
     relay = Relay(binary, "--push-delay-ms", "2000")
