@@ -46,6 +46,8 @@ let package = Package(
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
         .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite"], swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+        /// Outbound webhooks: the HTTP client for push and event deliveries.
+        .target(name: "RelayPush", dependencies: ["RelayCore"], swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
             name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayHTTP", "CLinux"],
@@ -55,7 +57,8 @@ let package = Package(
         .target(
             name: "RelayServer",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayWebSocket", "WebSocketCodec", "CLinux",
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayPush", "RelayWebSocket", "WebSocketCodec",
+                "CLinux",
             ],
             swiftSettings: swiftSettings
         ),

@@ -65,7 +65,7 @@ public struct HostAllowList: Sendable, Equatable {
 }
 
 extension StringProtocol {
-    func trimmingSpaces() -> String {
+    public func trimmingSpaces() -> String {
         String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
     }
 

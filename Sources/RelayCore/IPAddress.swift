@@ -119,4 +119,7 @@ extension IPAddress {
     }
 
     init(v4: [UInt8]) { bytes = v4 }
+
+    /// From 4 or 16 raw bytes (as a resolver returns them).
+    public init(bytes: [UInt8]) { self.bytes = bytes }
 }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import RelayCore
 import RelayCrypto
+import RelayPush
 import RelayStore
 import Synchronization
 
@@ -20,9 +21,12 @@ final class PushNotifier: @unchecked Sendable {
     struct Settings: Sendable {
         var retry = RetryPolicy()
         /// Deliveries in flight at most.
-        var maxInFlight = 256
+        var maxInFlight = 512
         var pollIntervalMs = 50
         var requestTimeoutSeconds = 10.0
+        var connectTimeoutSeconds = 5.0
+        /// Threads doing blocking deliveries; a hung receiver holds one of them until its timeout.
+        var deliveryThreads = 64
     }
 
     private let store: any RelayStore
@@ -40,14 +44,23 @@ final class PushNotifier: @unchecked Sendable {
     /// pushes racing each other.
     private let inFlight = Mutex<Set<String>>([])
     /// The chat server's event webhook, if configured.
-    private let eventsURL: URL?
+    private let eventsURL: String?
+    private let client: WebhookClient
+    private let workers: WorkerPool
+    private let ssrfGuard: SSRFGuard
     private let eventsInFlight = Mutex<Set<Int64>>([])
+    private let pollScheduled = Mutex(false)
 
     init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
-        logger: Logger, events: any RelayEventSink, eventsURL: URL?, now: @escaping @Sendable () -> Timestamp
+        logger: Logger, events: any RelayEventSink, eventsURL: String?, now: @escaping @Sendable () -> Timestamp
     ) {
         self.eventsURL = eventsURL
+        ssrfGuard = SSRFGuard(allowList: allowList)
+        client = WebhookClient(
+            connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
+            totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000))
+        workers = WorkerPool(threads: settings.deliveryThreads, name: "pushrelay-delivery")
         self.store = store
         self.settings = settings
         self.signer = signer
@@ -75,6 +88,7 @@ final class PushNotifier: @unchecked Sendable {
     func stop() {
         timer.cancel()
         queue.sync {}
+        workers.stop()
         session.invalidateAndCancel()
     }
 
@@ -94,19 +108,32 @@ final class PushNotifier: @unchecked Sendable {
             guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
             deliver(batch)
         }
+        // A full round means a backlog: go again as soon as deliveries free up room, not at the
+        // next tick.
+        if batches.count >= room { pollSoon() }
+    }
+
+    /// Polls again shortly (coalescing requests while one is pending).
+    private func pollSoon() {
+        guard
+            pollScheduled.withLock({ scheduled in
+                defer { scheduled = true }
+                return !scheduled
+            })
+        else { return }
+        queue.asyncAfter(deadline: .now() + .milliseconds(2)) { [self] in
+            pollScheduled.withLock { $0 = false }
+            poll()
+        }
     }
 
     private func deliver(_ batch: PushBatch) {
         let started = now()
-        guard let url = URL(string: batch.pushURL), let target = try? PushURL(batch.pushURL) else {
+        guard let target = try? PushURL(batch.pushURL) else {
             finish(batch, .dead(error: "push URL is malformed"), started: started)
             return
         }
-        if let refusal = ssrfRefusal(host: target.host) {
-            finish(batch, .dead(error: refusal), started: started)
-            return
-        }
-        post(url, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
+        post(target, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
             finish(batch, result(for: outcome, attempts: batch.attempts, expiresAt: batch.expiresAt), started: started)
         }
     }
@@ -126,29 +153,52 @@ final class PushNotifier: @unchecked Sendable {
         }
     }
 
-    /// Sends a signed POST; `done` gets the classified answer.
+    /// Sends a signed POST; `done` gets the classified answer. Plain HTTP goes through the
+    /// relay's own client on the delivery threads (connecting to the address the SSRF guard
+    /// checked); HTTPS through URLSession, after the same check of the resolved addresses.
     private func post(
-        _ url: URL, body: [UInt8], webhookId: String, at time: Timestamp,
+        _ target: PushURL, body: [UInt8], webhookId: String, at time: Timestamp,
         done: @escaping @Sendable (DeliveryOutcome) -> Void
     ) {
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("PushRelay", forHTTPHeaderField: "User-Agent")
-        for (name, value) in signer.headers(id: webhookId, timestampSeconds: time.seconds, body: body) {
-            request.setValue(value, forHTTPHeaderField: name)
-        }
-        session.dataTask(with: request) { _, response, error in
-            if let http = response as? HTTPURLResponse {
-                done(.classify(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
-            } else {
-                done(
-                    .retry(
-                        reason: error.map { "\($0.localizedDescription)" } ?? "no response", notBeforeMilliseconds: nil)
-                )
+        let headers =
+            [("Content-Type", "application/json"), ("User-Agent", "PushRelay")]
+            + signer.headers(id: webhookId, timestampSeconds: time.seconds, body: body)
+        workers.submit { [self] in
+            let addresses: [IPAddress]
+            switch ssrfGuard.addresses(for: target) {
+            case .failure(let refusal):
+                done(.dead(reason: "SSRF guard: \(refusal.description)"))
+                return
+            case .success(let resolved): addresses = resolved
             }
-        }.resume()
+            guard target.scheme == "https" else {
+                do {
+                    let response = try client.post(target, address: addresses[0], headers: headers, body: body)
+                    done(.classify(status: response.status, retryAfter: response.retryAfter))
+                } catch {
+                    done(.retry(reason: "\(error)", notBeforeMilliseconds: nil))
+                }
+                return
+            }
+            guard let url = URL(string: "\(target.scheme)://\(target.hostHeader)\(target.target)") else {
+                done(.dead(reason: "URL is malformed"))
+                return
+            }
+            var request = URLRequest(url: url)
+            request.httpMethod = "POST"
+            request.httpBody = Data(body)
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+            session.dataTask(with: request) { _, response, error in
+                if let http = response as? HTTPURLResponse {
+                    done(.classify(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
+                } else {
+                    done(
+                        .retry(
+                            reason: error.map { "\($0.localizedDescription)" } ?? "no response",
+                            notBeforeMilliseconds: nil))
+                }
+            }.resume()
+        }
     }
 
     // MARK: Events
@@ -167,12 +217,11 @@ final class PushNotifier: @unchecked Sendable {
         }
         for job in jobs {
             guard eventsInFlight.withLock({ $0.insert(job.id).inserted }) else { continue }
-            let started = now()
-            guard let target = try? PushURL(eventsURL.absoluteString), ssrfRefusal(host: target.host) == nil else {
-                finishEvent(job, .dead(error: "events URL is not allowed"))
+            guard let target = try? PushURL(eventsURL) else {
+                finishEvent(job, .dead(error: "events URL is malformed"))
                 continue
             }
-            post(eventsURL, body: job.body, webhookId: job.webhookId, at: started) { [self] outcome in
+            post(target, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
                 let result: PushResult
                 switch outcome {
                 case .deviceGone: result = .dead(error: "events receiver answered 404/410")
@@ -222,41 +271,6 @@ final class PushNotifier: @unchecked Sendable {
                 events.emit(.push(type: "device.disabled", batch, error: reason, at: finishedAt))
             }
         }
-    }
-
-    /// Checks the push host again at delivery: still allowed by configuration, and — for a
-    /// name — resolving only to addresses that are public or explicitly allowed.
-    private func ssrfRefusal(host: String) -> String? {
-        guard allowList.allows(host: host) else { return "push host is no longer allowed" }
-        if IPAddress(host) != nil { return nil }  // a literal, allowed above
-        for address in Self.resolve(host) where !allowList.allows(address: address) && address.isSpecialPurpose {
-            return "push host resolved to a non-public address"
-        }
-        return nil
-    }
-
-    static func resolve(_ host: String) -> [IPAddress] {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return [] }
-        defer { freeaddrinfo(list) }
-        var addresses: [IPAddress] = []
-        var cursor: UnsafeMutablePointer<addrinfo>? = first
-        while let entry = cursor {
-            var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-            if entry.pointee.ai_family == AF_INET, let raw = entry.pointee.ai_addr {
-                var address = raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-                inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count))
-            } else if entry.pointee.ai_family == AF_INET6, let raw = entry.pointee.ai_addr {
-                var address = raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count))
-            }
-            let text = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if let address = IPAddress(text) { addresses.append(address) }
-            cursor = entry.pointee.ai_next
-        }
-        return addresses
     }
 
     /// The push body (DESIGN §5); content-free devices get ids and counts only.

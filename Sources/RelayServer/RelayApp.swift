@@ -60,7 +60,7 @@ package final class RelayApp: @unchecked Sendable {
             signer: WebhookSignature(
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
-            eventsURL: config.eventsUrl.flatMap(URL.init(string:)), now: clock)
+            eventsURL: config.eventsUrl, now: clock)
         gateway = LiveGateway(loop: webSockets, hub: hub, store: store, logger: logger)
         let loop = webSockets
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {

@@ -1,0 +1,48 @@
+import Glibc
+package import RelayCore
+
+/// Decides where a webhook may connect (DESIGN §2): the host must be allowed by configuration,
+/// and a host name must resolve only to public addresses or to networks the operator allowed.
+/// Runs at delivery, after DNS resolution; the client then connects to the checked address.
+package struct SSRFGuard: Sendable {
+    package let allowList: HostAllowList
+
+    package init(allowList: HostAllowList) { self.allowList = allowList }
+
+    /// The addresses to connect to, or why none may be used.
+    package func addresses(for url: PushURL) -> Result<[IPAddress], WebhookClient.Failure> {
+        guard allowList.allows(host: url.host) else {
+            return .failure(.init(description: "host is not allowed by pushAllowedHosts"))
+        }
+        if let literal = IPAddress(url.host) { return .success([literal]) }
+        let resolved = Self.resolve(url.host)
+        guard !resolved.isEmpty else { return .failure(.init(description: "host does not resolve")) }
+        if resolved.contains(where: { $0.isSpecialPurpose && !allowList.allows(address: $0) }) {
+            return .failure(.init(description: "host resolves to a non-public address"))
+        }
+        return .success(resolved)
+    }
+
+    static func resolve(_ host: String) -> [IPAddress] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return [] }
+        defer { freeaddrinfo(list) }
+        var addresses: [IPAddress] = []
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = cursor {
+            if let raw = entry.pointee.ai_addr {
+                if entry.pointee.ai_family == AF_INET {
+                    let address = raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+                    addresses.append(IPAddress(bytes: withUnsafeBytes(of: address) { Array($0) }))
+                } else if entry.pointee.ai_family == AF_INET6 {
+                    let address = raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+                    addresses.append(IPAddress(bytes: withUnsafeBytes(of: address) { Array($0) }))
+                }
+            }
+            cursor = entry.pointee.ai_next
+        }
+        return addresses
+    }
+}
