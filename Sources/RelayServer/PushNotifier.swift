@@ -22,7 +22,7 @@ final class PushNotifier: @unchecked Sendable {
         var retry = RetryPolicy()
         /// Deliveries in flight at most.
         var maxInFlight = 512
-        var pollIntervalMs = 50
+        var pollIntervalMs = 10
         var requestTimeoutSeconds = 10.0
         var connectTimeoutSeconds = 5.0
         /// Threads doing blocking deliveries; a hung receiver holds one of them until its timeout.

@@ -70,60 +70,71 @@ extension SQLiteStore {
         return !devices.isEmpty
     }
 
-    /// Due jobs, coalesced per device; devices in `skipping` (deliveries in flight) are left out.
+    /// Due jobs, coalesced per device: every due job of a device goes into its one batch.
+    /// Devices in `skipping` (deliveries in flight) are left out; at most `limit` devices.
     package func duePushes(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [PushBatch] {
         try read { db in
-            var batches: [String: PushBatch] = [:]
-            var order: [String] = []
+            // The devices with the oldest due jobs…
+            var devices: [(userId: String, deviceId: String)] = []
+            var seen = Set<String>()
             try db.query(
                 """
-                SELECT j.id, j.webhook_id, j.kind, j.user_id, j.device_id, j.message_id, j.seq, j.collapse_key,
-                    j.attempts, j.expires_at, d.push_url, d.content_free, m.priority, m.push
-                FROM push_jobs j
-                JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
-                LEFT JOIN messages m ON m.id = j.message_id
-                WHERE j.state = 'pending' AND j.due_at <= ? ORDER BY j.due_at, j.id LIMIT ?
-                """, [.int(now.milliseconds), .int(Int64(limit))]
+                SELECT user_id, device_id FROM push_jobs WHERE state = 'pending' AND due_at <= ?
+                ORDER BY due_at, id LIMIT ?
+                """, [.int(now.milliseconds), .int(Int64(limit + skipping.count) * 4)]
             ) { row in
-                let userId = row.text(3)
-                let deviceId = row.text(4)
+                let userId = row.text(0)
+                let deviceId = row.text(1)
                 let key = userId + "\u{0}" + deviceId
-                guard !skipping.contains(key) else { return }
-                let seq = row.int64(6)
-                let kind = row.text(2)
-                if var batch = batches[key] {
-                    batch.jobIds.append(row.int64(0))
-                    batch.attempts = max(batch.attempts, Int(row.int64(8)))
-                    batch.expiresAt = max(batch.expiresAt, Timestamp(milliseconds: row.int64(9)))
-                    if kind == "message" {
-                        batch.kind = "message"
-                        batch.seqFrom = min(batch.seqFrom, seq)
-                        if seq >= batch.seqTo {
-                            batch.seqTo = seq
-                            batch.messageId = row.optionalText(5)
-                            batch.collapseKey = row.optionalText(7)
-                            batch.push = row.isNull(13) ? nil : row.bytes(13)
-                        }
-                        if row.optionalText(12) == "high" { batch.priority = "high" }
-                    }
-                    batches[key] = batch
-                } else {
-                    order.append(key)
-                    batches[key] = PushBatch(
-                        userId: userId, deviceId: deviceId, pushURL: row.text(10), contentFree: row.int64(11) != 0,
-                        jobIds: [row.int64(0)], webhookId: row.text(1), kind: kind, seqFrom: seq, seqTo: seq,
-                        messageId: row.optionalText(5), unread: 0, priority: row.optionalText(12) ?? "normal",
-                        collapseKey: row.optionalText(7), push: row.isNull(13) ? nil : row.bytes(13),
-                        attempts: Int(row.int64(8)), expiresAt: Timestamp(milliseconds: row.int64(9)))
-                }
+                guard devices.count < limit, !skipping.contains(key), seen.insert(key).inserted else { return }
+                devices.append((userId, deviceId))
             }
+            // …and all of each one's due jobs, newest message last.
             var result: [PushBatch] = []
-            for key in order {
-                guard var batch = batches[key] else { continue }
-                try db.query("SELECT head_seq - ack_seq FROM inboxes WHERE user_id = ?", [.text(batch.userId)]) {
-                    batch.unread = max(0, $0.int64(0))
+            for (userId, deviceId) in devices {
+                var batch: PushBatch?
+                try db.query(
+                    """
+                    SELECT j.id, j.webhook_id, j.kind, j.message_id, j.seq, j.collapse_key, j.attempts, j.expires_at,
+                        d.push_url, d.content_free, m.priority, m.push
+                    FROM push_jobs j
+                    JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
+                    LEFT JOIN messages m ON m.id = j.message_id
+                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = 'pending' AND j.due_at <= ?
+                    ORDER BY j.kind DESC, j.seq, j.id
+                    """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
+                ) { row in
+                    let seq = row.int64(4)
+                    let kind = row.text(2)
+                    let priority = row.optionalText(10) ?? "normal"
+                    guard var current = batch else {
+                        batch = PushBatch(
+                            userId: userId, deviceId: deviceId, pushURL: row.text(8), contentFree: row.int64(9) != 0,
+                            jobIds: [row.int64(0)], webhookId: row.text(1), kind: kind, seqFrom: seq, seqTo: seq,
+                            messageId: row.optionalText(3), unread: 0, priority: priority,
+                            collapseKey: row.optionalText(5), push: row.isNull(11) ? nil : row.bytes(11),
+                            attempts: Int(row.int64(6)), expiresAt: Timestamp(milliseconds: row.int64(7)))
+                        return
+                    }
+                    current.jobIds.append(row.int64(0))
+                    current.attempts = max(current.attempts, Int(row.int64(6)))
+                    current.expiresAt = max(current.expiresAt, Timestamp(milliseconds: row.int64(7)))
+                    if kind == "message" {
+                        // Message jobs sort before a clear job ("message" > "clear" descending).
+                        current.seqFrom = min(current.seqFrom, seq)
+                        current.seqTo = max(current.seqTo, seq)
+                        current.messageId = row.optionalText(3)
+                        current.collapseKey = row.optionalText(5)
+                        current.push = row.isNull(11) ? nil : row.bytes(11)
+                        if priority == "high" { current.priority = "high" }
+                    }
+                    batch = current
                 }
-                result.append(batch)
+                guard var found = batch else { continue }
+                try db.query("SELECT head_seq - ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) {
+                    found.unread = max(0, $0.int64(0))
+                }
+                result.append(found)
             }
             return result
         }

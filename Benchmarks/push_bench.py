@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Helpers of Benchmarks/push.sh: throughput, latency and scheduling measurements of the notifier.
+Prints one line of results. Loopback only."""
+import concurrent.futures
+import http.server
+import json
+import sqlite3
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+
+KEY = "benchkey"
+
+
+def req(base, method, path, body=None):
+    request = urllib.request.Request(base + path, method=method)
+    request.add_header("Authorization", f"Bearer {KEY}")
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, data, timeout=30) as response:
+        return json.loads(response.read() or b"null")
+
+
+def metric(base, name):
+    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def register(base, receiver, users):
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: req(base, "PUT", f"/v1/users/u{n}/devices/d", {"pushUrl": f"{receiver}/p/{n}"}),
+                      range(users)))
+
+
+def pending(base):
+    return len(req(base, "GET", "/v1/deliveries?state=pending&limit=1")["deliveries"])
+
+
+def throughput(base, receiver, jobs):
+    register(base, receiver, 1000)
+    start = time.monotonic()
+    for k in range(jobs // 1000):
+        req(base, "POST", "/v1/messages", {"id": f"t{k}", "recipients": [f"u{n}" for n in range(1000)], "payload": {}})
+        # One message per device at a time: wait until it is out, so that every job is its own push.
+        while metric(base, 'pushrelay_push_attempts_total{outcome="delivered"}') < (k + 1) * 1000:
+            time.sleep(0.005)
+    elapsed = time.monotonic() - start
+    delivered = metric(base, 'pushrelay_push_attempts_total{outcome="delivered"}')
+    print(f"{delivered:.0f} pushes in {elapsed:.2f} s = {delivered / elapsed:.0f} pushes/s (includes posting the messages)")
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def latency(base, _receiver, count):
+    arrivals = {}
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            now = time.monotonic()
+            with lock:
+                arrivals[json.loads(body)["messageId"]] = now
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = Receiver(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    receiver = f"http://127.0.0.1:{server.server_address[1]}"
+    register(base, receiver, count)
+    sent = {}
+    start = time.monotonic()
+    for n in range(count):
+        due = start + n / 200.0
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        req(base, "POST", "/v1/messages", {"id": f"l{n}", "recipients": [f"u{n}"], "payload": {}})
+        sent[f"l{n}"] = time.monotonic()
+    deadline = time.monotonic() + 15
+    while len(arrivals) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    latencies = sorted((arrivals[k] - (sent[k] + 1.0)) * 1000 for k in arrivals if k in sent)
+    p50 = latencies[len(latencies) // 2]
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(f"{len(latencies)}/{count} received; push delay 1000 ms; due → receiver p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def schedule(base, receiver, jobs, pid, db):
+    register(base, receiver, 1000)
+    before = rss_kib(pid)
+    start = time.monotonic()
+    for k in range(jobs // 1000):
+        req(base, "POST", "/v1/messages", {"id": f"s{k}", "recipients": [f"u{n}" for n in range(1000)], "payload": {}})
+    queued = time.monotonic() - start
+    time.sleep(1)
+    with_pending = rss_kib(pid)
+    # Make every job due now (as if the hour had passed), then time the drain.
+    connection = sqlite3.connect(db, timeout=30)
+    connection.execute("UPDATE push_jobs SET due_at = 0 WHERE state = 'pending'")
+    connection.commit()
+    connection.close()
+    start = time.monotonic()
+    while pending(base) and time.monotonic() - start < 300:
+        time.sleep(0.1)
+    drained = time.monotonic() - start
+    delivered = metric(base, 'pushrelay_push_attempts_total{outcome="delivered"}')
+    print(f"{jobs} jobs queued in {queued:.1f} s; RSS {before} → {with_pending} KiB with them pending; all due at once → "
+          f"delivered as {delivered:.0f} coalesced pushes in {drained:.1f} s")
+
+
+if __name__ == "__main__":
+    mode, base, receiver = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode == "throughput":
+        throughput(base, receiver, int(sys.argv[4]))
+    elif mode == "latency":
+        latency(base, receiver, int(sys.argv[4]))
+    else:
+        schedule(base, receiver, int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
