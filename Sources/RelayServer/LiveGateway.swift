@@ -12,7 +12,11 @@ final class LiveGateway: WebSocketLoopDelegate {
     let store: any RelayStore
     let logger: Logger
 
-    init(loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger) {
+    /// A live frame not acked this long becomes a push job for its device.
+    let ackTimeoutMs: Int64
+
+    init(loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, ackTimeoutMs: Int64) {
+        self.ackTimeoutMs = ackTimeoutMs
         self.loop = loop
         self.hub = hub
         self.store = store
@@ -24,7 +28,8 @@ final class LiveGateway: WebSocketLoopDelegate {
         let handle = loop.adopt(socket)
         let session = LiveSession(
             handle: handle, userId: userId, deviceId: deviceId, store: store,
-            logger: logger.with("user.id", userId).with("device.id", deviceId), now: hub.now)
+            logger: logger.with("user.id", userId).with("device.id", deviceId), ackTimeoutMs: ackTimeoutMs,
+            now: hub.now)
         hub.register(session)  // before the catch-up is read: see LiveSession
         session.start(after: after, clientEpoch: epoch)
     }

@@ -28,6 +28,10 @@ final class LiveSession: @unchecked Sendable {
     private var syncing = true
     private var newestLive: Int64 = 0
     private var closed = false
+    /// Live frames sent since the last ack check: `(after, upTo]`; checked `ackTimeoutMs` after
+    /// the first of them, and whatever the user has not acked by then is pushed.
+    private var unchecked: (after: Int64, upTo: Int64)?
+    private let ackTimeoutMs: Int64
 
     /// Session work (catch-up reads, fan-out) runs on a few serial queues rather than the global
     /// pool, so that thousands of sessions starting at once do not spawn a thread each.
@@ -42,9 +46,10 @@ final class LiveSession: @unchecked Sendable {
 
     init(
         handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
-        now: @escaping @Sendable () -> Timestamp
+        ackTimeoutMs: Int64, now: @escaping @Sendable () -> Timestamp
     ) {
         self.now = now
+        self.ackTimeoutMs = ackTimeoutMs
         self.handle = handle
         self.userId = userId
         self.deviceId = deviceId
@@ -123,9 +128,26 @@ final class LiveSession: @unchecked Sendable {
                 return
             }
             guard seq > lastSent else { return }
+            let before = lastSent
             if seq > lastSent + 1 { fillGap(upTo: seq - 1) }
             handle.send(frames: frame)
             lastSent = seq
+            expectAck(after: before, upTo: seq)
+        }
+    }
+
+    /// Remembers live frames awaiting an ack, and schedules the check for the first of them.
+    private func expectAck(after: Int64, upTo: Int64) {
+        if let current = unchecked {
+            unchecked = (current.after, upTo)
+            return
+        }
+        unchecked = (after, upTo)
+        queue.asyncAfter(deadline: .now() + .milliseconds(Int(ackTimeoutMs))) { [self] in
+            guard let range = unchecked else { return }
+            unchecked = nil
+            store.queueUnackedPushes(
+                userId: userId, deviceId: deviceId, after: range.after, upTo: range.upTo, now: now())
         }
     }
 

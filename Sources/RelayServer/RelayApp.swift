@@ -61,7 +61,8 @@ package final class RelayApp: @unchecked Sendable {
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, now: clock)
-        gateway = LiveGateway(loop: webSockets, hub: hub, store: store, logger: logger)
+        gateway = LiveGateway(
+            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs)
         let loop = webSockets
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
             loop.connectionCount

@@ -398,3 +398,28 @@ extension SQLiteStore {
             }, completion: completion)
     }
 }
+
+extension SQLiteStore {
+    /// Live frames in `(after, upTo]` that the user has not acked by now become push jobs for
+    /// the device they were sent to (DESIGN §2: a live frame not acked within `ackTimeout`).
+    /// The ack check happens inside the write, so an ack that raced it is respected.
+    package func queueUnackedPushes(userId: String, deviceId: String, after: Int64, upTo: Int64, now: Timestamp) {
+        writer.submit(
+            { db in
+                try db.run(
+                    """
+                    INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key, state,
+                        due_at, expires_at, created_at, updated_at)
+                    SELECT 'msg_' || lower(hex(randomblob(12))), 'message', e.user_id, ?2, e.message_id, e.seq,
+                        m.collapse_key, 'pending', ?5, e.expires_at, ?5, ?5
+                    FROM inbox_entries e
+                    JOIN messages m ON m.id = e.message_id
+                    JOIN inboxes i ON i.user_id = e.user_id
+                    JOIN devices d ON d.user_id = e.user_id AND d.device_id = ?2 AND d.active = 1
+                    WHERE e.user_id = ?1 AND e.seq > ?3 AND e.seq <= ?4 AND e.seq > i.ack_seq
+                        AND NOT EXISTS (SELECT 1 FROM push_jobs j WHERE j.user_id = e.user_id AND j.device_id = ?2
+                            AND j.seq = e.seq AND j.kind = 'message')
+                    """, [.text(userId), .text(deviceId), .int(after), .int(upTo), .int(now.milliseconds)])
+            }, completion: { _ in })
+    }
+}

@@ -357,6 +357,33 @@ def events(binary, receiver):
         relay.stop()
 
 
+@check("a live frame not acked within the ack timeout is pushed; an acked one is not")
+def ack_timeout(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "100", "--ack-timeout-ms", "500")
+    try:
+        relay.device(receiver, "kai", "phone")
+        status, token = relay.http("POST", "/v1/tokens", {"userId": "kai", "deviceId": "phone"})
+
+        async def scenario():
+            url = relay.base.replace("http://", "ws://") + "/v1/ws?access_token=" + token["token"]
+            async with websockets.connect(url) as ws:
+                await ws.recv()
+                await ws.recv()  # synced
+                assert relay.post("k1", ["kai"])["recipients"][0]["delivery"] == "live"
+                first = json.loads(await asyncio.wait_for(ws.recv(), 5))
+                await ws.send(json.dumps({"type": "ack", "seq": first["seq"]}))  # acked in time: no push
+                await asyncio.sleep(1.0)
+                assert receiver.received("/kai/phone") == [], receiver.received("/kai/phone")
+                relay.post("k2", ["kai"])
+                await asyncio.wait_for(ws.recv(), 5)  # received, never acked (the app was killed, say)
+                await asyncio.sleep(1.2)
+        asyncio.run(scenario())
+        pushes = [json.loads(p[2]) for p in receiver.received("/kai/phone")]
+        assert len(pushes) == 1 and pushes[0]["messageId"] == "k2" and pushes[0]["seq"] == {"from": 2, "to": 2}, pushes
+    finally:
+        relay.stop()
+
+
 @check("kill -9 with 1,000 jobs pending: after the restart every job is delivered")
 def crash_restart(binary, receiver):
     relay = Relay(binary, "--push-delay-ms", "2000")
