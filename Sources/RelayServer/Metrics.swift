@@ -36,6 +36,7 @@ package final class Metrics: Sendable {
         var pushes: [String: UInt64] = [:]
         var pushLatency = Histogram(bounds: Metrics.latencyBounds)
         var gauges: [(name: String, help: String, read: @Sendable () -> Int)] = []
+        var families: [(name: String, help: String, read: @Sendable () -> [(labels: String, value: Int)])] = []
     }
 
     static let latencyBounds = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
@@ -57,10 +58,11 @@ package final class Metrics: Sendable {
         }
     }
 
-    func recordPush(outcome: String, seconds: Double) {
+    /// Counts a push attempt's outcome; `seconds` (the attempt's duration) when one was made.
+    func recordPush(outcome: String, seconds: Double?) {
         state.withLock { state in
             state.pushes[outcome, default: 0] += 1
-            state.pushLatency.observe(seconds)
+            if let seconds { state.pushLatency.observe(seconds) }
         }
     }
 
@@ -71,6 +73,13 @@ package final class Metrics: Sendable {
     /// A value read when `/metrics` is rendered (connections, sessions).
     func registerGauge(_ name: String, help: String, read: @escaping @Sendable () -> Int) {
         state.withLock { $0.gauges.append((name, help, read)) }
+    }
+
+    /// Labeled values read at render time (`name{labels} value`).
+    func registerGaugeFamily(
+        _ name: String, help: String, read: @escaping @Sendable () -> [(labels: String, value: Int)]
+    ) {
+        state.withLock { $0.families.append((name, help, read)) }
     }
 
     package func recordBatch(size: Int) {
@@ -116,6 +125,10 @@ package final class Metrics: Sendable {
         out += "# TYPE pushrelay_events_total counter\n"
         for (type, count) in snapshot.events.sorted(by: { $0.key < $1.key }) {
             out += "pushrelay_events_total{type=\"\(type)\"} \(count)\n"
+        }
+        for family in snapshot.families {
+            out += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) gauge\n"
+            for (labels, value) in family.read() { out += "\(family.name){\(labels)} \(value)\n" }
         }
         for gauge in snapshot.gauges {
             out += "# HELP \(gauge.name) \(gauge.help)\n# TYPE \(gauge.name) gauge\n\(gauge.name) \(gauge.read())\n"

@@ -50,6 +50,8 @@ final class PushNotifier: @unchecked Sendable {
     private let ssrfGuard: SSRFGuard
     private let eventsInFlight = Mutex<Set<Int64>>([])
     private let pollScheduled = Mutex(false)
+    /// One breaker per receiver `host:port`.
+    private let breakers = Mutex<[String: CircuitBreaker]>([:])
 
     init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
@@ -104,8 +106,20 @@ final class PushNotifier: @unchecked Sendable {
             logger.warning("cannot read due pushes", ("error", "\(error)"))
             return
         }
+        let time = now()
         for batch in batches.prefix(room) {
             guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
+            let host = Self.hostKey(batch.pushURL)
+            let allowed = breakers.withLock { $0[host, default: CircuitBreaker()].allows(at: time) }
+            guard allowed else {
+                // The host is paused: its jobs wait for the probe instead of occupying a thread.
+                let until = breakers.withLock { breakers -> Timestamp in
+                    if case .open(let until, _) = breakers[host]?.state { return until }
+                    return Timestamp(milliseconds: time.milliseconds + 1000)
+                }
+                finish(batch, .postponed(until: until), started: time)
+                continue
+            }
             deliver(batch)
         }
         // A full round means a backlog: go again as soon as deliveries free up room, not at the
@@ -243,7 +257,34 @@ final class PushNotifier: @unchecked Sendable {
         }
     }
 
+    static func hostKey(_ url: String) -> String {
+        guard let parsed = try? PushURL(url) else { return url }
+        return "\(parsed.host):\(parsed.port)"
+    }
+
+    /// Feeds the breaker of the batch's host: receiver errors count as failures; any answer that
+    /// shows the host alive (2xx, 4xx) as a success.
+    private func recordHealth(_ batch: PushBatch, _ result: PushResult) {
+        let host = Self.hostKey(batch.pushURL)
+        let time = now()
+        breakers.withLock { breakers in
+            switch result {
+            case .postponed: return
+            case .retry: breakers[host, default: CircuitBreaker()].recordFailure(at: time)
+            case .delivered, .dead, .deviceGone: breakers[host, default: CircuitBreaker()].recordSuccess()
+            }
+        }
+    }
+
+    /// `host:port` of receivers whose breaker is open (for /metrics).
+    var openBreakers: [(labels: String, value: Int)] {
+        breakers.withLock { breakers in
+            breakers.filter { $0.value.isOpen }.keys.sorted().map { ("host=\"\($0)\"", 1) }
+        }
+    }
+
     private func finish(_ batch: PushBatch, _ result: PushResult, started: Timestamp) {
+        recordHealth(batch, result)
         let metrics = self.metrics
         let logger = self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId)
         let events = self.events
@@ -256,6 +297,8 @@ final class PushNotifier: @unchecked Sendable {
             }
             let seconds = Double(finishedAt.milliseconds - started.milliseconds) / 1000
             switch result {
+            case .postponed:
+                metrics.recordPush(outcome: "postponed", seconds: nil)
             case .delivered:
                 metrics.recordPush(outcome: "delivered", seconds: seconds)
                 events.emit(.push(type: "push.delivered", batch, error: nil, at: finishedAt))

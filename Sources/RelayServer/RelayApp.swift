@@ -70,6 +70,10 @@ package final class RelayApp: @unchecked Sendable {
         metrics.registerGauge("pushrelay_users_online", help: "Users with at least one online device.") {
             hub.onlineUserCount
         }
+        let notifier = self.notifier
+        metrics.registerGaugeFamily(
+            "pushrelay_push_breaker_open", help: "Push receivers paused by their circuit breaker (host:port)."
+        ) { notifier.openBreakers }
         api = RelayAPI(
             config: config, store: store,
             auth: Authenticator(serverKeys: secrets.serverKeys, tokens: tokens, now: clock), metrics: metrics,

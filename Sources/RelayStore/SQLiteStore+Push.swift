@@ -29,6 +29,8 @@ package struct PushBatch: Sendable {
 
 /// How a delivery attempt ended, as the store records it.
 package enum PushResult: Sendable {
+    /// Not attempted (its host is paused by the circuit breaker): due again at `until`.
+    case postponed(until: Timestamp)
     case delivered
     case retry(error: String, at: Timestamp)
     case dead(error: String)
@@ -168,6 +170,10 @@ extension SQLiteStore {
                             UPDATE push_jobs SET state = 'dead', attempts = attempts + 1, last_error = ?, updated_at = ?
                             WHERE id = ? AND state = 'pending'
                             """, [.text(error), .int(time), .int(id)])
+                    case .postponed(let until):
+                        try db.run(
+                            "UPDATE push_jobs SET due_at = ?, updated_at = ? WHERE id = ? AND state = 'pending'",
+                            [.int(until.milliseconds), .int(time), .int(id)])
                     case .deviceGone:
                         break
                     }
@@ -388,6 +394,10 @@ extension SQLiteStore {
                         UPDATE event_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
                         WHERE id = ?
                         """, [.text(error), .int(at.milliseconds), .int(now.milliseconds), .int(job.id)])
+                case .postponed(let until):
+                    try db.run(
+                        "UPDATE event_jobs SET due_at = ?, updated_at = ? WHERE id = ?",
+                        [.int(until.milliseconds), .int(now.milliseconds), .int(job.id)])
                 case .dead(let error), .deviceGone(let error):
                     try db.run(
                         """

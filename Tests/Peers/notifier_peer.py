@@ -384,6 +384,32 @@ def ack_timeout(binary, receiver):
         relay.stop()
 
 
+@check("a failing host is paused by its circuit breaker; other hosts are not held up")
+def breaker(binary, receiver):
+    bad = Receiver()
+    relay = Relay(binary, "--push-delay-ms", "0", "--push-retry-base-ms", "100", "--push-retry-cap-ms", "200")
+    try:
+        for n in range(20):
+            bad.behaviour[f"/bad{n}/phone"] = ["500"] * 1000
+            status, body = relay.http("PUT", f"/v1/users/bad{n}/devices/phone", {"pushUrl": f"{bad.base}/bad{n}/phone"})
+            assert status == 201, body
+            relay.device(receiver, f"good{n}", "phone")
+        for n in range(20):
+            relay.post(f"bad-{n}", [f"bad{n}"])
+            relay.post(f"good-{n}", [f"good{n}"])
+        assert wait_for(lambda: all(receiver.received(f"/good{n}/phone") for n in range(20)), 5)
+        time.sleep(1.5)
+        attempts = sum(len(bad.received(f"/bad{n}/phone")) for n in range(20))
+        # Without the breaker: 20 jobs retried every 0-200 ms for about 2 s, several hundred attempts.
+        # With it: the first concurrent round (at most 20) and a probe or two.
+        assert attempts <= 40, attempts
+        metrics = urllib.request.urlopen(relay.base + "/metrics").read().decode()
+        assert f'pushrelay_push_breaker_open{{host="127.0.0.1:{bad.server_address[1]}"}} 1' in metrics, metrics
+    finally:
+        relay.stop()
+        bad.shutdown()
+
+
 @check("kill -9 with 1,000 jobs pending: after the restart every job is delivered")
 def crash_restart(binary, receiver):
     relay = Relay(binary, "--push-delay-ms", "2000")

@@ -54,3 +54,44 @@ import Testing
         #expect(try #require(IPAddress(text)).isSpecialPurpose == false)
     }
 }
+
+@Suite struct CircuitBreakerTests {
+    func at(_ ms: Int64) -> Timestamp { Timestamp(milliseconds: ms) }
+
+    @Test func opensAfterTheThresholdAndProbesWithBackoff() {
+        var breaker = CircuitBreaker(threshold: 3, retry: RetryPolicy(baseMilliseconds: 1000, capMilliseconds: 4000))
+        for _ in 0..<2 { breaker.recordFailure(at: at(0)) }
+        let allowed1 = breaker.allows(at: at(0))
+        #expect(allowed1)
+        breaker.recordFailure(at: at(0))
+        #expect(breaker.state == .open(until: at(1000), openings: 1))
+        let allowed2 = breaker.allows(at: at(999))
+        #expect(!allowed2)
+        let allowed3 = breaker.allows(at: at(1000))
+        #expect(allowed3)  // the probe
+        let allowed4 = breaker.allows(at: at(1001))
+        #expect(!allowed4)  // only one probe at a time
+        breaker.recordFailure(at: at(1100))
+        #expect(breaker.state == .open(until: at(3100), openings: 2))
+        let allowed5 = breaker.allows(at: at(3100))
+        #expect(allowed5)
+        breaker.recordFailure(at: at(3100))
+        #expect(breaker.state == .open(until: at(7100), openings: 3))
+        let allowed6 = breaker.allows(at: at(7100))
+        #expect(allowed6)
+        breaker.recordFailure(at: at(7100))
+        #expect(breaker.state == .open(until: at(11_100), openings: 4))  // capped at 4 s
+        let allowed7 = breaker.allows(at: at(11_100))
+        #expect(allowed7)
+        breaker.recordSuccess()
+        #expect(breaker.state == .closed(failures: 0))
+    }
+
+    @Test func aSuccessResetsTheCount() {
+        var breaker = CircuitBreaker(threshold: 2)
+        breaker.recordFailure(at: at(0))
+        breaker.recordSuccess()
+        breaker.recordFailure(at: at(0))
+        #expect(!breaker.isOpen)
+    }
+}

@@ -1,0 +1,55 @@
+/// Per-host circuit breaker for webhook deliveries (DESIGN §2): after `threshold` failures in a
+/// row a host is paused — its jobs wait instead of tying up delivery threads — then probed with
+/// one request after a delay that grows with each reopening (capped).
+public struct CircuitBreaker: Sendable, Equatable {
+    public enum State: Sendable, Equatable {
+        case closed(failures: Int)
+        /// Paused until `until`; `openings` counts consecutive openings (for the probe backoff).
+        case open(until: Timestamp, openings: Int)
+        /// One probe is in flight; its outcome closes or reopens the breaker.
+        case halfOpen(openings: Int)
+    }
+
+    public private(set) var state: State = .closed(failures: 0)
+    public var threshold: Int
+    public var retry: RetryPolicy
+
+    public init(threshold: Int = 5, retry: RetryPolicy = RetryPolicy(baseMilliseconds: 1000, capMilliseconds: 60_000)) {
+        self.threshold = threshold
+        self.retry = retry
+    }
+
+    public var isOpen: Bool {
+        if case .closed = state { return false }
+        return true
+    }
+
+    /// Whether a delivery may start now; moves an expired pause to half-open (the probe).
+    public mutating func allows(at now: Timestamp) -> Bool {
+        switch state {
+        case .closed: return true
+        case .halfOpen: return false
+        case .open(let until, let openings):
+            guard now >= until else { return false }
+            state = .halfOpen(openings: openings)
+            return true
+        }
+    }
+
+    public mutating func recordSuccess() { state = .closed(failures: 0) }
+
+    public mutating func recordFailure(at now: Timestamp) {
+        switch state {
+        case .closed(let failures):
+            if failures + 1 >= threshold { open(openings: 1, now) } else { state = .closed(failures: failures + 1) }
+        case .halfOpen(let openings): open(openings: openings + 1, now)
+        case .open: break
+        }
+    }
+
+    private mutating func open(openings: Int, _ now: Timestamp) {
+        state = .open(
+            until: Timestamp(milliseconds: now.milliseconds + retry.ceiling(afterAttempt: openings)), openings: openings
+        )
+    }
+}
