@@ -109,6 +109,10 @@ final class PushNotifier: @unchecked Sendable {
         let time = now()
         for batch in batches.prefix(room) {
             guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
+            if time >= batch.expiresAt {
+                finish(batch, .dead(error: "TTL expired before it could be delivered"), started: time)
+                continue
+            }
             let host = Self.hostKey(batch.pushURL)
             let allowed = breakers.withLock { $0[host, default: CircuitBreaker()].allows(at: time) }
             guard allowed else {
