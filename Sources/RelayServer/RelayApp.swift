@@ -70,6 +70,10 @@ package final class RelayApp: @unchecked Sendable {
         metrics.registerGauge("pushrelay_users_online", help: "Users with at least one online device.") {
             hub.onlineUserCount
         }
+        let store = self.store
+        metrics.registerGauge("pushrelay_push_jobs_pending", help: "Push jobs waiting to be delivered.") {
+            (try? store.pendingPushCount()) ?? -1
+        }
         let notifier = self.notifier
         metrics.registerGaugeFamily(
             "pushrelay_push_breaker_open", help: "Push receivers paused by their circuit breaker (host:port)."

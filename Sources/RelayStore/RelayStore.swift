@@ -46,6 +46,8 @@ package protocol RelayStore: Sendable {
     func retryDelivery(
         id: Int64, now: Timestamp, expiresAt: Timestamp,
         completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void)
+    /// Pending push jobs.
+    func pendingPushCount() throws(StoreError) -> Int
     /// Live frames in `(after, upTo]` still unacked become push jobs for that device.
     func queueUnackedPushes(userId: String, deviceId: String, after: Int64, upTo: Int64, now: Timestamp)
     /// Cancels a device's pending message pushes at or below `seq` (it got them live).

@@ -410,6 +410,15 @@ extension SQLiteStore {
 }
 
 extension SQLiteStore {
+    /// Pending push jobs (for /metrics).
+    package func pendingPushCount() throws(StoreError) -> Int {
+        try read { db in
+            var count = 0
+            try db.query("SELECT count(*) FROM push_jobs WHERE state = 'pending'") { count = Int($0.int64(0)) }
+            return count
+        }
+    }
+
     /// Live frames in `(after, upTo]` that the user has not acked by now become push jobs for
     /// the device they were sent to (DESIGN §2: a live frame not acked within `ackTimeout`).
     /// The ack check happens inside the write, so an ack that raced it is respected.
