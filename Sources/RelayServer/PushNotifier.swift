@@ -76,7 +76,8 @@ final class PushNotifier: @unchecked Sendable {
         configuration.timeoutIntervalForResource = settings.requestTimeoutSeconds
         configuration.httpMaximumConnectionsPerHost = 64
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        session = URLSession(configuration: configuration)
+        // Redirects are refused: a redirect could lead to an address the SSRF guard never checked.
+        session = URLSession(configuration: configuration, delegate: RefuseRedirects(), delegateQueue: nil)
         timer = DispatchSource.makeTimerSource(queue: queue)
     }
 
@@ -342,6 +343,16 @@ final class PushNotifier: @unchecked Sendable {
         }
         writer.endObject()
         return writer.bytes
+    }
+}
+
+/// Makes URLSession hand a 3xx back as the answer instead of following it (then: dead, "HTTP 3xx").
+final class RefuseRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
     }
 }
 
