@@ -12,7 +12,7 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "PushRelay",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v13), .iOS(.v15)],
     products: [
         .executable(name: "pushrelay", targets: ["pushrelay"])
     ],
@@ -68,6 +68,12 @@ let package = Package(
         .executableTarget(
             name: "pushrelay-load", dependencies: ["WebSocketCodec", "CLinux"], path: "Benchmarks/LoadTool",
             swiftSettings: swiftSettings),
+
+        // MARK: Client SDK
+        /// The Swift client SDK for apps: Foundation and the codec only.
+        .target(name: "RelayClient", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
+        /// `pushrelay-tail`: prints a user's messages as they arrive (the SDK's example).
+        .executableTarget(name: "pushrelay-tail", dependencies: ["RelayClient"], swiftSettings: swiftSettings),
 
         // MARK: Test support
         /// Test fixtures shared by the test targets: a real relay process on port 0, HTTP helpers.

@@ -1,0 +1,46 @@
+public import Foundation
+
+/// Where the client keeps its resume cursor, so that a restarted app resumes where it was.
+public protocol CursorStore: Sendable {
+    func load() -> RelayCursor?
+    func save(_ cursor: RelayCursor)
+}
+
+/// The last message the app has and the inbox it belongs to.
+public struct RelayCursor: Sendable, Equatable, Codable {
+    public var epoch: String?
+    public var seq: Int64
+
+    public init(epoch: String?, seq: Int64) {
+        self.epoch = epoch
+        self.seq = seq
+    }
+}
+
+/// The default store: a small JSON file, replaced atomically.
+public struct FileCursorStore: CursorStore {
+    public let url: URL
+
+    public init(url: URL) { self.url = url }
+
+    public func load() -> RelayCursor? {
+        guard let data = try? Data(contentsOf: url) else { return nil }
+        return try? JSONDecoder().decode(RelayCursor.self, from: data)
+    }
+
+    public func save(_ cursor: RelayCursor) {
+        guard let data = try? JSONEncoder().encode(cursor) else { return }
+        try? data.write(to: url, options: .atomic)
+    }
+}
+
+/// Keeps the cursor in memory only (tests, or apps that resync on every launch).
+public final class InMemoryCursorStore: CursorStore, @unchecked Sendable {
+    private let lock = NSLock()
+    private var cursor: RelayCursor?
+
+    public init(_ cursor: RelayCursor? = nil) { self.cursor = cursor }
+
+    public func load() -> RelayCursor? { lock.withLock { cursor } }
+    public func save(_ cursor: RelayCursor) { lock.withLock { self.cursor = cursor } }
+}

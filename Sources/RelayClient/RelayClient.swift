@@ -1,0 +1,284 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The PushRelay client for apps: keeps the WebSocket open while the app is in the foreground,
+/// reconnects with backoff and jitter, resumes from the last message it delivered, drops
+/// duplicates, catches up on return to the foreground, and batches acks.
+///
+/// ```swift
+/// let client = RelayClient(configuration: .init(
+///     relayURL: URL(string: "https://relay.example.com")!, userId: "alice",
+///     tokenProvider: { refresh in try await api.relayToken(refresh: refresh) }))
+/// await client.connect()
+/// for await message in client.messages { show(message); await client.ack(message.seq) }
+/// ```
+public actor RelayClient {
+    public struct Configuration: Sendable {
+        /// The relay's base URL (`http(s)://host:port`).
+        public var relayURL: URL
+        public var userId: String
+        /// The device, for tokens without a `did` claim.
+        public var deviceId: String?
+        /// Returns a client token; `forceRefresh` is true after the relay refused the last one.
+        public var tokenProvider: @Sendable (_ forceRefresh: Bool) async throws -> String
+        public var backoff = Backoff(base: 1, cap: 30)
+        /// A connection that stayed up this long resets the backoff.
+        public var stableAfter: Double = 10
+        /// Acks are sent at most this often (the highest seq wins).
+        public var ackInterval: Double = 0.25
+        public var cursorStore: any CursorStore = InMemoryCursorStore()
+        public var transport: any RelayTransport = RelayTransports.platformDefault
+        public var clock: any RelayClientClock = SystemClock()
+        /// Jitter source, a value in 0...1.
+        public var random: @Sendable () -> Double = { Double.random(in: 0...1) }
+        /// Poll the catch-up endpoint while the socket cannot be opened.
+        public var pollWhenSocketFails = true
+
+        public init(
+            relayURL: URL, userId: String, deviceId: String? = nil,
+            tokenProvider: @escaping @Sendable (_ forceRefresh: Bool) async throws -> String
+        ) {
+            self.relayURL = relayURL
+            self.userId = userId
+            self.deviceId = deviceId
+            self.tokenProvider = tokenProvider
+        }
+    }
+
+    public nonisolated let messages: AsyncStream<RelayMessage>
+    public nonisolated let states: AsyncStream<ConnectionState>
+    /// Tells the app to resynchronize from its chat server (the relay cannot give it the range).
+    public nonisolated let resyncs: AsyncStream<ResyncReason>
+    private let messageSink: AsyncStream<RelayMessage>.Continuation
+    private let stateSink: AsyncStream<ConnectionState>.Continuation
+    private let resyncSink: AsyncStream<ResyncReason>.Continuation
+
+    private let configuration: Configuration
+    private var cursor: RelayCursor
+    private var runner: Task<Void, Never>?
+    private var connection: (any RelayConnection)?
+    private var wait: Task<Void, any Error>?
+    private var pendingAck: Int64 = 0
+    private var sentAck: Int64 = 0
+    private var ackFlush: Task<Void, Never>?
+    public private(set) var state: ConnectionState = .offline
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        cursor = configuration.cursorStore.load() ?? RelayCursor(epoch: nil, seq: 0)
+        (messages, messageSink) = AsyncStream.makeStream(of: RelayMessage.self)
+        (states, stateSink) = AsyncStream.makeStream(of: ConnectionState.self)
+        (resyncs, resyncSink) = AsyncStream.makeStream(of: ResyncReason.self)
+    }
+
+    /// The cursor: the last seq delivered to the app, and its inbox epoch.
+    public var lastSeq: Int64 { cursor.seq }
+
+    // MARK: Lifecycle
+
+    /// Starts connecting (and keeps reconnecting) until `disconnect()` or `enterBackground()`.
+    public func connect() {
+        guard runner == nil else { return }
+        runner = Task { await run() }
+    }
+
+    public func disconnect() async {
+        runner?.cancel()
+        runner = nil
+        wait?.cancel()
+        await flushAck()
+        await connection?.close()
+        connection = nil
+        configuration.cursorStore.save(cursor)
+        set(.offline)
+    }
+
+    /// The app goes to the background: tell the relay (so pushes take over), send pending acks,
+    /// and close the socket.
+    public func enterBackground() async {
+        if let connection { try? await connection.send(#"{"type":"background"}"#) }
+        await disconnect()
+    }
+
+    /// The app is back: reconnect at once (skipping any backoff wait) and catch up.
+    public func enterForeground() {
+        if runner == nil {
+            connect()
+        } else {
+            wait?.cancel()
+        }
+    }
+
+    /// Marks everything up to `seq` as read; sent in batches.
+    public func ack(_ seq: Int64) {
+        pendingAck = max(pendingAck, seq)
+        guard ackFlush == nil else { return }
+        let delay = configuration.ackInterval
+        let clock = configuration.clock
+        ackFlush = Task {
+            try? await clock.sleep(seconds: delay)
+            await self.flushAck()
+        }
+    }
+
+    // MARK: The connection loop
+
+    private func run() async {
+        var attempt = 0
+        var refreshToken = false
+        while !Task.isCancelled {
+            set(.connecting)
+            var openedAt: Double?
+            var socketFailed = false
+            do {
+                let token = try await configuration.tokenProvider(refreshToken)
+                refreshToken = false
+                let opened = try await configuration.transport.connect(
+                    url: webSocketURL(), headers: ["Authorization": "Bearer \(token)"])
+                connection = opened
+                openedAt = configuration.clock.now()
+                set(.syncing)
+                try await receive(from: opened)
+            } catch RelayTransportError.handshakeRefused(let status) where status == 401 {
+                refreshToken = true
+            } catch RelayTransportError.closed(let code) where code == 1008 {
+                refreshToken = true  // policy: most often an expired token
+            } catch RelayTransportError.connectionFailed {
+                socketFailed = true
+            } catch {
+                // Closed by the relay (restart, 1001), dropped, or the token provider failed.
+            }
+            connection = nil
+            configuration.cursorStore.save(cursor)
+            guard !Task.isCancelled else { return }
+            if let openedAt, configuration.clock.now() - openedAt >= configuration.stableAfter {
+                attempt = 0
+            }
+            attempt += 1
+            if socketFailed && configuration.pollWhenSocketFails { await poll() }
+            let delay = configuration.backoff.delay(attempt: attempt, random: configuration.random())
+            set(.waiting(retryIn: delay))
+            let clock = configuration.clock
+            let sleeper = Task { try await clock.sleep(seconds: delay) }
+            wait = sleeper
+            _ = try? await sleeper.value  // cancelled early by enterForeground()
+            wait = nil
+        }
+    }
+
+    private func receive(from connection: any RelayConnection) async throws {
+        for try await text in connection.frames {
+            guard let data = text.data(using: .utf8),
+                let frame = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                let type = frame["type"] as? String
+            else { continue }
+            switch type {
+            case "welcome":
+                let epoch = frame["epoch"] as? String
+                if let epoch, let known = cursor.epoch, known != epoch {
+                    resyncSink.yield(.epochChanged(newEpoch: epoch))
+                    cursor = RelayCursor(epoch: epoch, seq: 0)
+                } else if frame["complete"] as? Bool == false {
+                    resyncSink.yield(
+                        .messagesPruned(firstAvailableSeq: (frame["firstAvailableSeq"] as? NSNumber)?.int64Value ?? 0))
+                }
+                cursor.epoch = epoch
+            case "message":
+                if let message = RelayMessage(json: frame) { deliver(message) }
+            case "synced":
+                if let seq = (frame["seq"] as? NSNumber)?.int64Value, seq > cursor.seq { cursor.seq = seq }
+                configuration.cursorStore.save(cursor)
+                set(.live)
+                if pendingAck > sentAck { await flushAck() }
+            default:
+                break
+            }
+        }
+    }
+
+    /// Hands a message to the app once: anything at or below the cursor was delivered already.
+    private func deliver(_ message: RelayMessage) {
+        guard message.seq > cursor.seq else { return }
+        cursor.seq = message.seq
+        messageSink.yield(message)
+        if message.seq % 100 == 0 { configuration.cursorStore.save(cursor) }
+    }
+
+    private func webSocketURL() -> URL {
+        var components = URLComponents(url: configuration.relayURL, resolvingAgainstBaseURL: false)
+        components?.scheme = configuration.relayURL.scheme == "https" ? "wss" : "ws"
+        components?.path = "/v1/ws"
+        var query = [URLQueryItem(name: "after", value: String(cursor.seq))]
+        if let epoch = cursor.epoch { query.append(URLQueryItem(name: "epoch", value: epoch)) }
+        if let deviceId = configuration.deviceId { query.append(URLQueryItem(name: "deviceId", value: deviceId)) }
+        components?.queryItems = query
+        return components?.url ?? configuration.relayURL
+    }
+
+    // MARK: Acks and polling over REST
+
+    private func flushAck() async {
+        ackFlush = nil
+        let seq = pendingAck
+        guard seq > sentAck else { return }
+        if let connection, (try? await connection.send(#"{"type":"ack","seq":\#(seq)}"#)) != nil {
+            sentAck = seq
+            return
+        }
+        // No socket: acknowledge over REST so that pushes for read messages stop.
+        guard let token = try? await configuration.tokenProvider(false) else { return }
+        var request = URLRequest(
+            url: configuration.relayURL.appendingPathComponent("v1/users/\(configuration.userId)/ack"))
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(#"{"seq":\#(seq)}"#.utf8)
+        if let (_, response) = try? await URLSession.shared.data(for: request),
+            (response as? HTTPURLResponse)?.statusCode == 204
+        {
+            sentAck = seq
+        }
+    }
+
+    /// One catch-up over REST (while the socket cannot be opened), page by page.
+    private func poll() async {
+        guard let token = try? await configuration.tokenProvider(false) else { return }
+        while !Task.isCancelled {
+            var components = URLComponents(
+                url: configuration.relayURL.appendingPathComponent("v1/users/\(configuration.userId)/messages"),
+                resolvingAgainstBaseURL: false)
+            var query = [
+                URLQueryItem(name: "after", value: String(cursor.seq)), URLQueryItem(name: "limit", value: "500"),
+            ]
+            if let epoch = cursor.epoch { query.append(URLQueryItem(name: "epoch", value: epoch)) }
+            components?.queryItems = query
+            guard let url = components?.url else { return }
+            var request = URLRequest(url: url)
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            guard let (data, response) = try? await URLSession.shared.data(for: request),
+                (response as? HTTPURLResponse)?.statusCode == 200,
+                let page = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            else { return }
+            if let epoch = page["epoch"] as? String, let known = cursor.epoch, known != epoch {
+                resyncSink.yield(.epochChanged(newEpoch: epoch))
+                cursor = RelayCursor(epoch: epoch, seq: (page["headSeq"] as? NSNumber)?.int64Value ?? 0)
+                return
+            }
+            cursor.epoch = page["epoch"] as? String
+            for object in page["messages"] as? [[String: Any]] ?? [] {
+                if let message = RelayMessage(json: object) { deliver(message) }
+            }
+            configuration.cursorStore.save(cursor)
+            guard page["hasMore"] as? Bool == true else { return }
+        }
+    }
+
+    private func set(_ newState: ConnectionState) {
+        guard newState != state else { return }
+        state = newState
+        stateSink.yield(newState)
+    }
+}
