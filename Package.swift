@@ -87,7 +87,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayServerTests",
-            dependencies: ["RelayServer", "RelayCore", "RelayTesting"],
+            dependencies: ["RelayServer", "RelayCore", "RelayTesting", "RelayClient"],
             swiftSettings: swiftSettings
         ),
     ]

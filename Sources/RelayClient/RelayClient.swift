@@ -142,7 +142,7 @@ public actor RelayClient {
                 openedAt = configuration.clock.now()
                 set(.syncing)
                 try await receive(from: opened)
-            } catch RelayTransportError.handshakeRefused(let status) where status == 401 {
+            } catch RelayTransportError.handshakeRefused(let status) where status == 401 || status == 403 {
                 refreshToken = true
             } catch RelayTransportError.closed(let code) where code == 1008 {
                 refreshToken = true  // policy: most often an expired token

@@ -1,0 +1,210 @@
+import Foundation
+import RelayClient
+import RelayTesting
+import Synchronization
+import Testing
+
+/// The client SDK against the real relay.
+@Suite(.serialized) struct RelayClientTests {
+    func client(
+        _ relay: RelayProcess, user: String, device: String = "phone", cursor: any CursorStore = InMemoryCursorStore(),
+        tokens: (@Sendable (Bool) async throws -> String)? = nil
+    ) -> RelayClient {
+        var configuration = RelayClient.Configuration(
+            relayURL: relay.baseURL, userId: user, deviceId: device,
+            tokenProvider: tokens ?? { _ in try await relay.token(userId: user, deviceId: device) })
+        configuration.backoff = Backoff(base: 0.05, cap: 0.5)
+        configuration.cursorStore = cursor
+        return RelayClient(configuration: configuration)
+    }
+
+    func post(_ relay: RelayProcess, _ id: String, to user: String) async throws {
+        let response = try await relay.request(
+            "POST", "/v1/messages", json: ["id": id, "recipients": [user], "payload": ["id": id]])
+        #expect(response.status == 202)
+    }
+
+    /// Collects `count` messages (or throws after `seconds`).
+    func collect(_ client: RelayClient, _ count: Int, within seconds: Double = 20) async throws -> [RelayMessage] {
+        try await withThrowingTaskGroup(of: [RelayMessage].self) { group in
+            group.addTask {
+                var received: [RelayMessage] = []
+                for await message in client.messages {
+                    received.append(message)
+                    if received.count == count { break }
+                }
+                return received
+            }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                throw CancellationError()
+            }
+            let result = try await group.next() ?? []
+            group.cancelAll()
+            return result
+        }
+    }
+
+    func waitForState(_ client: RelayClient, _ wanted: ConnectionState) async throws {
+        for _ in 0..<200 {
+            if await client.state == wanted { return }
+            try await Task.sleep(nanoseconds: 25_000_000)
+        }
+        Issue.record("state never became \(wanted)")
+    }
+
+    @Test func messagesArriveOnceInOrder() async throws {
+        let relay = try RelayProcess()
+        try await post(relay, "before-1", to: "amy")
+        let client = client(relay, user: "amy")
+        await client.connect()
+        try await waitForState(client, .live)
+        for n in 1...20 { try await post(relay, "live-\(n)", to: "amy") }
+        let messages = try await collect(client, 21)
+        #expect(messages.map(\.seq) == Array(1...21))
+        #expect(messages.first?.id == "before-1")
+        #expect(String(decoding: messages[5].payload, as: UTF8.self) == #"{"id":"live-5"}"#)
+        await client.disconnect()
+    }
+
+    /// `kill -9` and restart mid-stream: the client reconnects by itself and the app sees every
+    /// message exactly once, in order.
+    @Test func survivesARelayCrashWithoutGapsOrDuplicates() async throws {
+        let relay = try RelayProcess()
+        let client = client(relay, user: "ben")
+        await client.connect()
+        try await waitForState(client, .live)
+        let collector = Task { try await collect(client, 60, within: 40) }
+        for n in 1...20 { try await post(relay, "a\(n)", to: "ben") }
+        relay.crash()
+        try relay.restart()
+        for n in 1...20 { try await post(relay, "b\(n)", to: "ben") }
+        try await waitForState(client, .live)
+        for n in 1...20 { try await post(relay, "c\(n)", to: "ben") }
+        let messages = try await collector.value
+        #expect(messages.map(\.seq) == Array(1...60))
+        #expect(Set(messages.map(\.id)).count == 60)
+        await client.disconnect()
+    }
+
+    @Test func backgroundThenForegroundCatchesUpExactlyTheMissedRange() async throws {
+        let relay = try RelayProcess()
+        let client = client(relay, user: "cat")
+        await client.connect()
+        try await waitForState(client, .live)
+        for n in 1...3 { try await post(relay, "m\(n)", to: "cat") }
+        #expect(try await collect(client, 3).map(\.seq) == [1, 2, 3])
+        func online() async throws -> Bool? {
+            try await relay.request("GET", "/v1/users/cat/presence").object["online"] as? Bool
+        }
+        #expect(try await online() == true)
+
+        await client.enterBackground()
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(try await online() == false)
+        for n in 4...8 { try await post(relay, "m\(n)", to: "cat") }
+
+        await client.enterForeground()
+        #expect(try await collect(client, 5).map(\.seq) == [4, 5, 6, 7, 8])
+        try await waitForState(client, .live)
+        #expect(try await online() == true)
+        await client.disconnect()
+    }
+
+    @Test func expiredTokenIsRefreshedThroughTheProvider() async throws {
+        let relay = try RelayProcess()
+        let calls = Mutex<[Bool]>([])
+        let expired = AuthAndInputEndToEndTests.hs256(
+            ["sub": "dan", "did": "phone", "exp": Int(Date().timeIntervalSince1970) - 600],
+            secret: "test-client-token-secret-0123456789abcdef")
+        let client = client(relay, user: "dan") { forceRefresh in
+            calls.withLock { $0.append(forceRefresh) }
+            return forceRefresh ? try await relay.token(userId: "dan", deviceId: "phone") : expired
+        }
+        await client.connect()
+        try await waitForState(client, .live)
+        #expect(calls.withLock { $0 }.prefix(2) == [false, true])
+        try await post(relay, "after-refresh", to: "dan")
+        #expect(try await collect(client, 1).first?.id == "after-refresh")
+        await client.disconnect()
+    }
+
+    @Test func acksAreBatchedAndReachTheRelay() async throws {
+        let relay = try RelayProcess()
+        let client = client(relay, user: "eve")
+        await client.connect()
+        try await waitForState(client, .live)
+        for n in 1...5 { try await post(relay, "e\(n)", to: "eve") }
+        for message in try await collect(client, 5) { await client.ack(message.seq) }
+        try await Task.sleep(nanoseconds: 600_000_000)
+        let state = try await relay.request("GET", "/v1/messages/e5")
+        #expect((state.object["recipients"] as? [[String: Any]])?.first?["state"] as? String == "acked")
+        await client.disconnect()
+    }
+
+    @Test func theCursorSurvivesAnAppRestart() async throws {
+        let relay = try RelayProcess()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("cursor-\(UUID().uuidString).json")
+        let first = client(relay, user: "fox", cursor: FileCursorStore(url: file))
+        await first.connect()
+        try await waitForState(first, .live)
+        for n in 1...3 { try await post(relay, "f\(n)", to: "fox") }
+        _ = try await collect(first, 3)
+        await first.disconnect()
+        for n in 4...5 { try await post(relay, "f\(n)", to: "fox") }
+        let second = client(relay, user: "fox", cursor: FileCursorStore(url: file))  // the app restarted
+        await second.connect()
+        #expect(try await collect(second, 2).map(\.seq) == [4, 5])
+        await second.disconnect()
+    }
+}
+
+/// The reconnect schedule, on a fake clock with the relay unreachable.
+@Suite struct ReconnectScheduleTests {
+    final class FakeClock: RelayClientClock, @unchecked Sendable {
+        let sleeps = Mutex<[Double]>([])
+        func now() -> Double { 0 }
+        func sleep(seconds: Double) async throws {
+            sleeps.withLock { $0.append(seconds) }
+            await Task.yield()
+        }
+    }
+
+    struct Unreachable: RelayTransport {
+        func connect(url: URL, headers: [String: String]) async throws -> any RelayConnection {
+            throw RelayTransportError.connectionFailed("refused")
+        }
+    }
+
+    @Test func attemptsFollowBackoffWithinJitterBounds() async throws {
+        let clock = FakeClock()
+        let randoms = Mutex([0.0, 1.0, 0.5, 0.25, 1.0, 0.75, 1.0, 1.0, 0.1, 1.0])
+        var configuration = RelayClient.Configuration(
+            relayURL: URL(fileURLWithPath: "/"), userId: "u", tokenProvider: { _ in "token" })
+        configuration.transport = Unreachable()
+        configuration.clock = clock
+        configuration.pollWhenSocketFails = false
+        configuration.backoff = Backoff(base: 1, cap: 30)
+        configuration.random = { randoms.withLock { $0.isEmpty ? 1 : $0.removeFirst() } }
+        let client = RelayClient(configuration: configuration)
+        await client.connect()
+        while clock.sleeps.withLock({ $0.count }) < 10 { await Task.yield() }
+        await client.disconnect()
+        let sleeps = Array(clock.sleeps.withLock { $0 }.prefix(10))
+        // ceiling(attempt) = min(30, 2^(attempt-1)); delay = ceiling × random.
+        let expected = zip(
+            [1.0, 2, 4, 8, 16, 30, 30, 30, 30, 30], [0.0, 1.0, 0.5, 0.25, 1.0, 0.75, 1.0, 1.0, 0.1, 1.0]
+        ).map(*)
+        #expect(sleeps == expected)
+        for (attempt, delay) in sleeps.enumerated() {
+            #expect(delay >= 0 && delay <= Backoff(base: 1, cap: 30).ceiling(attempt: attempt + 1))
+        }
+    }
+
+    @Test func backoffCeilings() {
+        let backoff = Backoff(base: 1, cap: 30)
+        #expect((1...7).map { backoff.ceiling(attempt: $0) } == [1, 2, 4, 8, 16, 30, 30])
+        #expect(backoff.ceiling(attempt: 1000) == 30)
+        #expect(backoff.delay(attempt: 3, random: 0.5) == 2)
+    }
+}
