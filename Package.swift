@@ -12,7 +12,9 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "PushRelay",
-    platforms: [.macOS(.v13), .iOS(.v15)],
+    // The client SDK targets iOS 15 / macOS 12; the server targets are built on Linux only
+    // (system libraries from Debian packages).
+    platforms: [.macOS(.v12), .iOS(.v15)],
     products: [
         .executable(name: "pushrelay", targets: ["pushrelay"])
     ],

@@ -41,6 +41,16 @@ public final class InMemoryCursorStore: CursorStore, @unchecked Sendable {
 
     public init(_ cursor: RelayCursor? = nil) { self.cursor = cursor }
 
-    public func load() -> RelayCursor? { lock.withLock { cursor } }
-    public func save(_ cursor: RelayCursor) { lock.withLock { self.cursor = cursor } }
+    // lock()/unlock() rather than withLock, which Apple platforms only have from macOS 14 / iOS 17.
+    public func load() -> RelayCursor? {
+        lock.lock()
+        defer { lock.unlock() }
+        return cursor
+    }
+
+    public func save(_ cursor: RelayCursor) {
+        lock.lock()
+        defer { lock.unlock() }
+        self.cursor = cursor
+    }
 }
