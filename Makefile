@@ -58,20 +58,22 @@ test: deps $(VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 
-## fuzz: libFuzzer on the WebSocket frame parser and state machine (FUZZ_SECONDS, default 300)
+## fuzz: libFuzzer on the WebSocket codec, the JSON parser + request decoding + UTF-8 validator, and
+## JWT parsing (FUZZ_SECONDS per target, default 300)
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS := FuzzWebSocket
+FUZZ_TARGETS := FuzzWebSocket FuzzJSON FuzzToken
 fuzz:
 	@for target in $(FUZZ_TARGETS); do \
 	  PUSHRELAY_FUZZ=1 $(SWIFT) build --sanitize=fuzzer --scratch-path .build/fuzz --product $$target || exit 1; \
 	  mkdir -p .build/fuzz-corpus/$$target; \
+	  SWIFT_BACKTRACE=enable=no .build/fuzz/debug/$$target Tests/FuzzRegressions/$$target/* || exit 1; \
 	  SWIFT_BACKTRACE=enable=no .build/fuzz/debug/$$target -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	    -print_final_stats=1 .build/fuzz-corpus/$$target || exit 1; \
 	done
 
 ## fuzz-smoke: a short bounded fuzz run, part of `make test`
 fuzz-smoke:
-	$(MAKE) fuzz FUZZ_SECONDS=20
+	$(MAKE) fuzz FUZZ_SECONDS=15
 
 ## bench: the benchmarks of BENCHMARKS.md (installs wrk, nginx, nchan)
 bench: release

@@ -98,6 +98,9 @@ let package = Package(
 // Fuzz targets have no `main` (libFuzzer provides it), so they only exist in the fuzzing build:
 // `make fuzz` sets PUSHRELAY_FUZZ=1 and builds with `--sanitize=fuzzer`.
 if ProcessInfo.processInfo.environment["PUSHRELAY_FUZZ"] != nil {
-    package.targets.append(
-        .executableTarget(name: "FuzzWebSocket", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings))
+    package.targets += [
+        .executableTarget(name: "FuzzWebSocket", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
+        .executableTarget(name: "FuzzJSON", dependencies: ["RelayCore"], swiftSettings: swiftSettings),
+        .executableTarget(name: "FuzzToken", dependencies: ["RelayCore"], swiftSettings: swiftSettings),
+    ]
 }
