@@ -8,9 +8,9 @@ BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
 DEV_ENV := .pushrelay-dev.env
 # Python test peers, installed from PyPI into a virtual environment.
 VENV := .venv
-PY_PACKAGES := websockets==17.4
+PY_PACKAGES := websockets==17.4 schemathesis==4.32.5
 
-.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke
+.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api
 
 ## deps: install missing Debian packages (apt-get update once, non-interactive install)
 deps:
@@ -56,6 +56,7 @@ test: deps $(VENV)/.installed
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
+	Tests/Peers/contract.sh .build/debug/pushrelay 15
 	$(MAKE) fuzz-smoke
 
 ## fuzz: libFuzzer on the WebSocket codec, the JSON parser + request decoding + UTF-8 validator, and
@@ -74,6 +75,10 @@ fuzz:
 ## fuzz-smoke: a short bounded fuzz run, part of `make test`
 fuzz-smoke:
 	$(MAKE) fuzz FUZZ_SECONDS=15
+
+## fuzz-api: a longer schemathesis run against openapi.yaml (200 examples per operation and pass)
+fuzz-api: build $(VENV)/.installed
+	Tests/Peers/contract.sh .build/debug/pushrelay 200
 
 ## bench: the benchmarks of BENCHMARKS.md (installs wrk, nginx, nchan)
 bench: release

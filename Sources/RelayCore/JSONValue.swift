@@ -34,10 +34,15 @@ public enum JSONValue: Sendable, Equatable {
         return nil
     }
 
-    /// The value as an integer, only when the number has no fraction or exponent and fits `Int64`.
+    /// The value as an integer when it is one mathematically (`60`, `60.0`, `6e1`) and is exactly
+    /// representable; JSON Schema's `integer` means the same.
     public var int64Value: Int64? {
         guard case .number(let text) = self else { return nil }
-        return Int64(text)
+        if let exact = Int64(text) { return exact }
+        guard let double = Double(text), double.rounded() == double, abs(double) <= 9_007_199_254_740_992 else {
+            return nil
+        }
+        return Int64(double)
     }
 
     public var isNull: Bool {

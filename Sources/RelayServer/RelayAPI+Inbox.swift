@@ -62,7 +62,7 @@ extension RelayAPI {
                 case .unchanged:
                     reply.noContent()
                 case .beyondHead(let head):
-                    throw APIError.invalid("'seq' \(seq) is beyond the newest message (\(head))")
+                    throw APIError(409, "seq_beyond_head", "'seq' \(seq) is beyond the newest message (\(head))")
                 case .epochMismatch(let current):
                     throw APIError(409, "epoch_mismatch", "the inbox epoch is now \(current); resync and ack again")
                 }

@@ -98,7 +98,8 @@ import Testing
             ("GET", "/v1/users/alice/messages?after=abc", nil, [:], 400, "invalid_field"),
             ("GET", "/v1/users/bad%20user/messages", nil, [:], 400, "invalid_field"),
             ("POST", "/v1/users/alice/ack", Data(#"{"seq":"1"}"#.utf8), json, 400, "invalid_field"),
-            ("POST", "/v1/users/alice/ack", Data(#"{"seq":99}"#.utf8), json, 400, "invalid_field"),
+            ("POST", "/v1/users/alice/ack", Data(#"{"seq":99}"#.utf8), json, 409, "seq_beyond_head"),
+            ("POST", "/v1/users/alice/ack", Data(#"{"seq":1.5}"#.utf8), json, 400, "invalid_field"),
             ("PUT", "/v1/users/alice/devices/d1", Data(#"{"pushUrl":"gopher://x"}"#.utf8), json, 400, "invalid_field"),
             (
                 "PUT", "/v1/users/alice/devices/d1", Data(#"{"pushUrl":"http://169.254.169.254/latest"}"#.utf8), json,

@@ -42,6 +42,7 @@ import Testing
         (#"{"id":"m","recipients":["a"],"payload":"text"}"#, "payload"),
         (#"{"id":"m","recipients":["a"],"payload":{},"ttl":0}"#, "ttl"),
         (#"{"id":"m","recipients":["a"],"payload":{},"ttl":1.5}"#, "ttl"),
+        (#"{"id":"m","recipients":["a"],"payload":{},"ttl":1e40}"#, "ttl"),
         (#"{"id":"m","recipients":["a"],"payload":{},"priority":"urgent"}"#, "priority"),
         (#"{"id":"m","recipients":["a"],"payload":{},"push":{"title":3}}"#, "title"),
         (#"{"id":"m","recipients":["a"],"payload":{},"collapseKey":""}"#, "collapseKey"),
