@@ -10,7 +10,7 @@ DEV_ENV := .pushrelay-dev.env
 VENV := .venv
 PY_PACKAGES := websockets==17.4 schemathesis==4.32.5
 
-.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api
+.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api tsan asan
 
 ## deps: install missing Debian packages (apt-get update once, non-interactive install)
 deps:
@@ -58,6 +58,7 @@ test: deps $(VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	Tests/Peers/contract.sh .build/debug/pushrelay 15
 	$(MAKE) fuzz-smoke
+	$(MAKE) tsan
 
 ## fuzz: libFuzzer on the WebSocket codec, the JSON parser + request decoding + UTF-8 validator, and
 ## JWT parsing (FUZZ_SECONDS per target, default 300)
@@ -75,6 +76,18 @@ fuzz:
 ## fuzz-smoke: a short bounded fuzz run, part of `make test`
 fuzz-smoke:
 	$(MAKE) fuzz FUZZ_SECONDS=15
+
+## tsan: every Swift test under the thread sanitizer, the relay binary built with it too;
+## halt_on_error makes any report fail the run (TSan reports alone do not fail a test)
+tsan: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	TSAN_OPTIONS=halt_on_error=1 PUSHRELAY_BIN=$$(pwd)/.build/tsan/debug/pushrelay \
+	  $(SWIFT) test --sanitize=thread --scratch-path .build/tsan
+
+## asan: the same under the address sanitizer (not part of `make test`)
+asan: deps
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	PUSHRELAY_BIN=$$(pwd)/.build/asan/debug/pushrelay $(SWIFT) test --sanitize=address --scratch-path .build/asan
 
 ## fuzz-api: a longer schemathesis run against openapi.yaml (200 examples per operation and pass)
 fuzz-api: build $(VENV)/.installed

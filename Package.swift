@@ -39,6 +39,9 @@ let package = Package(
         /// glibc and Linux headers the Glibc module leaves out (malloc tuning, epoll, eventfd).
         .systemLibrary(name: "CLinux"),
 
+        /// A pthread-based lock the thread sanitizer understands (see LockedValue.swift).
+        .target(name: "RelayLocks", swiftSettings: swiftSettings),
+
         // MARK: Pure logic
         .target(name: "RelayCore", swiftSettings: swiftSettings),
         /// RFC 6455 handshake and frames, both roles; no I/O, no dependencies (the client SDK uses it too).
@@ -46,13 +49,13 @@ let package = Package(
 
         // MARK: I/O layers
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
-        .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite"], swiftSettings: swiftSettings),
-        .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD"], swiftSettings: swiftSettings),
+        .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "RelayLocks"], swiftSettings: swiftSettings),
+        .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayLocks"], swiftSettings: swiftSettings),
         /// Outbound webhooks: the HTTP client for push and event deliveries.
-        .target(name: "RelayPush", dependencies: ["RelayCore"], swiftSettings: swiftSettings),
+        .target(name: "RelayPush", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
-            name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayHTTP", "CLinux"],
+            name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayHTTP", "CLinux", "RelayLocks"],
             swiftSettings: swiftSettings),
 
         // MARK: Wiring and executable
@@ -60,7 +63,7 @@ let package = Package(
             name: "RelayServer",
             dependencies: [
                 "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayPush", "RelayWebSocket", "WebSocketCodec",
-                "CLinux",
+                "CLinux", "RelayLocks",
             ],
             swiftSettings: swiftSettings
         ),

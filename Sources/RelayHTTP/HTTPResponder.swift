@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+import RelayLocks
 import Synchronization
 
 /// The per-request state MHD keeps for us between access-handler calls (in `*con_cls`).
@@ -18,7 +19,7 @@ final class RequestContext: @unchecked Sendable {
         var suspended = false
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     init(method: String, path: String, id: String) {
         self.method = method

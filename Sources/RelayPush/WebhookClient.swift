@@ -1,6 +1,6 @@
 import Glibc
 package import RelayCore
-import Synchronization
+import RelayLocks
 
 /// A small blocking HTTP/1.1 client for webhook POSTs over plain HTTP, with keep-alive
 /// connections pooled per address.
@@ -19,7 +19,7 @@ package final class WebhookClient: Sendable {
     }
 
     /// Idle keep-alive connections by "address:port".
-    private let idle = Mutex<[String: [Int32]]>([:])
+    private let idle = LockedValue<[String: [Int32]]>([:])
     private let maxIdlePerAddress: Int
     let connectTimeoutMs: Int
     let totalTimeoutMs: Int

@@ -1,7 +1,7 @@
 import RelayCore
+import RelayLocks
 import RelayStore
 import RelayWebSocket
-import Synchronization
 
 /// Who is connected, and which sessions a message for a user goes to: the presence tracker and
 /// the fan-out of live messages.
@@ -24,7 +24,7 @@ final class LiveHub: Sendable {
         func userOnline(_ userId: String) -> Bool { devices[userId]?.values.contains { $0.online } ?? false }
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     let store: any RelayStore
     let logger: Logger
     let now: @Sendable () -> Timestamp
@@ -40,7 +40,7 @@ final class LiveHub: Sendable {
         self.logger = logger
         self.events = events
         self.now = now
-        state = Mutex(State(debouncer: PresenceDebouncer(delayMilliseconds: debounceMs)))
+        state = LockedValue(State(debouncer: PresenceDebouncer(delayMilliseconds: debounceMs)))
     }
 
     /// Reports the presence changes whose debounce delay has passed; called by a timer.

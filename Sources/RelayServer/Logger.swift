@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import RelayLocks
 
 package enum LogLevel: String, Sendable, Comparable {
     case debug, info, warning, error
@@ -22,7 +22,7 @@ package enum LogLevel: String, Sendable, Comparable {
 package struct Logger: Sendable {
     package var level: LogLevel
     package var metadata: [(String, String)] = []
-    private static let lock = Mutex(())
+    private static let lock = LockedValue(())
 
     package init(level: LogLevel) { self.level = level }
 

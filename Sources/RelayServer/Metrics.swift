@@ -1,4 +1,4 @@
-import Synchronization
+import RelayLocks
 
 /// Counters and histograms, rendered in the Prometheus text format (version 0.0.4).
 package final class Metrics: Sendable {
@@ -40,7 +40,7 @@ package final class Metrics: Sendable {
     }
 
     static let latencyBounds = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     package init() {}
 

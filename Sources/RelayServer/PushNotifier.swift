@@ -2,9 +2,9 @@ import Dispatch
 import Foundation
 import RelayCore
 import RelayCrypto
+import RelayLocks
 import RelayPush
 import RelayStore
-import Synchronization
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -42,16 +42,16 @@ final class PushNotifier: @unchecked Sendable {
     private let timer: any DispatchSourceTimer
     /// Devices with a delivery in flight: their other due jobs wait, so one device never gets two
     /// pushes racing each other.
-    private let inFlight = Mutex<Set<String>>([])
+    private let inFlight = LockedValue<Set<String>>([])
     /// The chat server's event webhook, if configured.
     private let eventsURL: String?
     private let client: WebhookClient
     private let workers: WorkerPool
     private let ssrfGuard: SSRFGuard
-    private let eventsInFlight = Mutex<Set<Int64>>([])
-    private let pollScheduled = Mutex(false)
+    private let eventsInFlight = LockedValue<Set<Int64>>([])
+    private let pollScheduled = LockedValue(false)
     /// One breaker per receiver `host:port`.
-    private let breakers = Mutex<[String: CircuitBreaker]>([:])
+    private let breakers = LockedValue<[String: CircuitBreaker]>([:])
 
     init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,

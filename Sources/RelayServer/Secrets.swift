@@ -1,6 +1,6 @@
 import RelayCrypto
+import RelayLocks
 import RelayStore
-import Synchronization
 
 /// The secrets in force: configured ones win; the others are generated on first start and
 /// kept in the database, so that tokens and signatures stay valid across restarts.
@@ -35,7 +35,7 @@ struct Secrets {
 /// Holds the epoch key, which is read from the store after the store (which needs the epoch
 /// function) is open.
 final class EpochKeyHolder: Sendable {
-    private let key = Mutex<String>("")
+    private let key = LockedValue<String>("")
 
     func set(_ value: String) { key.withLock { $0 = value } }
 

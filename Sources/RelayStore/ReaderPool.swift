@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import RelayLocks
 
 /// Read connections, lent out one thread at a time. WAL lets them read while the writer writes.
 final class ReaderPool: Sendable {
@@ -11,7 +11,7 @@ final class ReaderPool: Sendable {
     }
 
     private let path: String
-    private let idle = Mutex<[Reader]>([])
+    private let idle = LockedValue<[Reader]>([])
     /// Bounds the open readers (each has its own page cache); further readers wait.
     private let slots: DispatchSemaphore
     static let maxReaders = 8

@@ -1,6 +1,7 @@
 internal import CLinux
 import Glibc
 package import RelayHTTP
+import RelayLocks
 import Synchronization
 package import WebSocketCodec
 
@@ -98,7 +99,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     private weak var delegate: (any WebSocketLoopDelegate)?
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let inbox = Mutex<[(UInt64, Command)]>([])
+    private let inbox = LockedValue<[(UInt64, Command)]>([])
     private let nextId = Atomic<UInt64>(1)
     private let running = Atomic<Bool>(true)
     private let openCount = Atomic<Int>(0)
