@@ -241,8 +241,14 @@ import WebSocketCodec
     /// cleanly, dropped, or closed by the server), the relay holds no more descriptors than before.
     @Test func noDescriptorOutlivesItsConnection() async throws {
         let relay = try RelayProcess()
+        /// Open sockets of the relay (database readers may come and go; sockets must not stay).
         func openDescriptors() throws -> Int {
-            try FileManager.default.contentsOfDirectory(atPath: "/proc/\(relay.process.processIdentifier)/fd").count
+            let directory = "/proc/\(relay.process.processIdentifier)/fd"
+            return try FileManager.default.contentsOfDirectory(atPath: directory).filter { entry in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + entry))?.hasPrefix(
+                    "socket:")
+                    == true
+            }.count
         }
         _ = try await relay.request("GET", "/v1/users/judy/messages")  // opens the first reader
         let before = try openDescriptors()
