@@ -17,10 +17,15 @@ package struct Authenticator: Sendable {
     private let serverKeyDigests: [[UInt8]]
     package let tokens: ClientTokenCodec
     private let now: @Sendable () -> Timestamp
+    private let limiter: RateLimiter?
 
-    package init(serverKeys: [String], tokens: ClientTokenCodec, now: @escaping @Sendable () -> Timestamp) {
+    init(
+        serverKeys: [String], tokens: ClientTokenCodec, limiter: RateLimiter? = nil,
+        now: @escaping @Sendable () -> Timestamp
+    ) {
         serverKeyDigests = serverKeys.map { Crypto.sha256(Array($0.utf8)) }
         self.tokens = tokens
+        self.limiter = limiter
         self.now = now
     }
 
@@ -37,18 +42,31 @@ package struct Authenticator: Sendable {
             throw .unauthorized("missing credentials: send 'Authorization: Bearer <server key or client token>'")
         }
         let digest = Crypto.sha256(Array(credential.utf8))
-        var isServer = false
-        for key in serverKeyDigests where ConstantTime.equals(key, digest) { isServer = true }
-        if isServer { return .server }
+        var serverKey: Int?
+        for (index, key) in serverKeyDigests.enumerated() where ConstantTime.equals(key, digest) { serverKey = index }
+        if let serverKey {
+            try limit("server:\(serverKey)", isServer: true)
+            return .server
+        }
         // Only something shaped like a JWT is tried as a token; anything else is a wrong key.
         guard credential.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 else {
             throw .unauthorized("invalid credentials")
         }
+        let claims: ClientClaims
         do {
-            return .client(try tokens.verify(credential, now: now().seconds))
+            claims = try tokens.verify(credential, now: now().seconds)
         } catch {
             throw .unauthorized(error.message)
         }
+        try limit("client:\(claims.userId)", isServer: false)
+        return .client(claims)
+    }
+
+    /// 429 with `Retry-After` when the caller spent its budget.
+    private func limit(_ key: String, isServer: Bool) throws(APIError) {
+        guard let limiter, let wait = limiter.check(key, isServer: isServer, now: now()) else { return }
+        throw APIError(
+            429, "rate_limited", "too many requests; retry after \(wait) s", headers: [("Retry-After", String(wait))])
     }
 
     package func authenticate(_ request: HTTPRequest) throws(APIError) -> Principal {

@@ -149,5 +149,10 @@ final class LiveHub: Sendable {
 
     var sessionCount: Int { state.withLock { $0.sessions.count } }
 
+    /// Open sockets of one user.
+    func sessionCount(userId: String) -> Int {
+        state.withLock { $0.devices[userId]?.values.reduce(0) { $0 + $1.sessions.count } ?? 0 }
+    }
+
     var onlineUserCount: Int { state.withLock { state in state.devices.keys.filter { state.userOnline($0) }.count } }
 }

@@ -36,6 +36,11 @@ extension RelayAPI {
                 headers: refusal.upgradeRequired ? [("Sec-WebSocket-Version", "13")] : [])
         }
         let userId = claims.userId
+        guard live.hub.sessionCount(userId: userId) < config.wsMaxPerUser else {
+            throw APIError(
+                429, "too_many_connections", "this user already has \(config.wsMaxPerUser) WebSockets open",
+                headers: [("Retry-After", "5")])
+        }
         reply.send(
             .switchingProtocols(
                 headers: [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", accept)]

@@ -62,7 +62,8 @@ package final class RelayApp: @unchecked Sendable {
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, now: clock)
         gateway = LiveGateway(
-            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs)
+            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs,
+            framesPerSecond: config.wsFramesPerS)
         let loop = webSockets
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
             loop.connectionCount
@@ -80,7 +81,17 @@ package final class RelayApp: @unchecked Sendable {
         ) { notifier.openBreakers }
         api = RelayAPI(
             config: config, store: store,
-            auth: Authenticator(serverKeys: secrets.serverKeys, tokens: tokens, now: clock), metrics: metrics,
+            auth: Authenticator(
+                serverKeys: secrets.serverKeys, tokens: tokens,
+                limiter: RateLimiter(
+                    server: .init(
+                        ratePerSecond: Double(config.rateLimitServerPerS), burst: Double(config.rateLimitServerPerS) * 2
+                    ),
+                    client: .init(
+                        ratePerSecond: Double(config.rateLimitClientPerS), burst: Double(config.rateLimitClientPerS) * 3
+                    )),
+                now: clock),
+            metrics: metrics,
             logger: logger, allowList: allowList, live: gateway, now: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen

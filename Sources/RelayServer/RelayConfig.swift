@@ -55,6 +55,14 @@ package struct RelayConfig: Sendable, Equatable {
     package var wsMaxQueuedBytes = 4 << 20
     /// Browser origins allowed to open a WebSocket; empty allows every origin (native apps send none).
     package var wsAllowedOrigins: [String] = []
+    /// Requests per second allowed per server key (token bucket; burst 2×); 0 for no limit.
+    package var rateLimitServerPerS = 50_000
+    /// Requests per second allowed per client user (token bucket; burst 3×); 0 for no limit.
+    package var rateLimitClientPerS = 20
+    /// WebSockets open at once per user (a new one beyond it is refused with 429).
+    package var wsMaxPerUser = 20
+    /// Frames per second a client may send on its WebSocket (burst 3×) before it is closed with 1008.
+    package var wsFramesPerS = 50
     /// How often retention pruning runs, in seconds.
     package var pruneIntervalS: Int64 = 60
 

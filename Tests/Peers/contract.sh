@@ -11,6 +11,7 @@ EXAMPLES=${2:-15}
 ST=.venv/bin/schemathesis
 TMP=$(mktemp -d /tmp/pushrelay-contract.XXXXXX)
 "$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys contract-key --log-level warning \
+    --rate-limit-client-per-s 0 \
     >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
