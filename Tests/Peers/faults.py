@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Fault tests of PushRelay: a crash storm (kill -9 every second under concurrent producers) and
+a full disk (the database on a tiny tmpfs). Needs root for the tmpfs mount (CI runs as root).
+Usage: faults.py PATH_TO_PUSHRELAY"""
+import concurrent.futures
+import http.server
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+KEY = "fault-key"
+
+
+class Relay:
+    def __init__(self, binary, db, *extra):
+        self.binary, self.db, self.extra = binary, db, extra
+        self.port = 0
+        self.start()
+
+    def start(self):
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", self.db, "--server-keys", KEY,
+             "--log-level", "warning", "--rate-limit-client-per-s", "0", *self.extra],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        assert "listening on" in line, line
+        self.base = line.strip().split("listening on ")[1]
+        self.port = int(self.base.rsplit(":", 1)[1])
+        return time.monotonic() - started
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def call(base, method, path, body=None, timeout=5):
+    request = urllib.request.Request(base + path, method=method)
+    request.add_header("Authorization", f"Bearer {KEY}")
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, data, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def crash_storm(binary):
+    tmp = tempfile.mkdtemp(prefix="pushrelay-storm-")
+    received = set()
+    lock = threading.Lock()
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            with lock:
+                for seq in range(body["seq"]["from"], body["seq"]["to"] + 1):
+                    received.add((body["userId"], seq))
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    class Quiet(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):
+            pass  # connections cut by kill -9 are expected here
+
+    receiver = Quiet(("127.0.0.1", 0), Receiver)
+    receiver.daemon_threads = True
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    relay = Relay(binary, os.path.join(tmp, "relay.sqlite"), "--push-delay-ms", "0",
+                  "--push-retry-base-ms", "100", "--push-retry-cap-ms", "500")
+    users = [f"s{n}" for n in range(20)]
+    for user in users[:10]:  # half the users have a push device (all are offline)
+        assert call(relay.base, "PUT", f"/v1/users/{user}/devices/phone",
+                    {"pushUrl": f"http://127.0.0.1:{receiver.server_address[1]}/{user}"})[0] in (200, 201)
+    acknowledged = {}  # id -> recipients
+    stop = threading.Event()
+
+    def producer(worker):
+        n = 0
+        while not stop.is_set():
+            msg_id = f"w{worker}-{n}"
+            recipients = [users[(worker * 7 + n) % 20], users[(worker * 3 + n * 5) % 20]]
+            while not stop.is_set():  # retry the same id until it is acknowledged
+                try:
+                    status, _ = call(relay.base, "POST", "/v1/messages",
+                                     {"id": msg_id, "recipients": recipients, "payload": {"n": n}}, timeout=2)
+                except Exception:
+                    time.sleep(0.05)
+                    continue
+                if status in (200, 202):
+                    with lock:
+                        acknowledged[msg_id] = recipients
+                    break
+                time.sleep(0.05)
+            n += 1
+
+    threads = [threading.Thread(target=producer, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    restarts = []
+    for _ in range(8):
+        time.sleep(1)
+        relay.kill9()
+        restarts.append(relay.start())
+    time.sleep(1)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    # Every acknowledged message is in its recipients' inboxes, once, with gapless seqs.
+    stored = {}
+    for user in users:
+        status, page = call(relay.base, "GET", f"/v1/users/{user}/messages?limit=10000")
+        assert status == 200 and not page["hasMore"], page
+        seqs = [m["seq"] for m in page["messages"]]
+        assert seqs == list(range(1, len(seqs) + 1)), f"{user}: gap in {seqs[:20]}…"
+        ids = [m["id"] for m in page["messages"]]
+        assert len(ids) == len(set(ids)), f"{user}: duplicate ids"
+        stored[user] = set(ids)
+    missing = [(i, u) for i, recipients in acknowledged.items() for u in recipients if i not in stored[u]]
+    assert not missing, f"acknowledged but missing: {missing[:5]}"
+    # Every push job for the offline devices is delivered at least once.
+    expected = {(u, seq) for u in users[:10] for seq in range(1, len(stored[u]) + 1)}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not expected <= received:
+        time.sleep(0.2)
+    assert expected <= received, f"{len(expected - received)} pushes never arrived"
+    relay.stop()
+    connection = sqlite3.connect(os.path.join(tmp, "relay.sqlite"))
+    assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    connection.close()
+    receiver.shutdown()
+    restarts.sort()
+    return (f"{len(acknowledged)} messages acknowledged across 8 kill -9s, none missing or duplicated, seqs gapless, "
+            f"{len(expected)} pushes all delivered, integrity ok; restart-to-ready median "
+            f"{restarts[len(restarts) // 2] * 1000:.0f} ms, max {restarts[-1] * 1000:.0f} ms")
+
+
+def disk_full(binary):
+    mount = tempfile.mkdtemp(prefix="pushrelay-tinyfs-")
+    if os.geteuid() != 0:
+        raise RuntimeError("needs root for the tmpfs mount")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mount], check=True)
+    relay = None
+    try:
+        filler = os.path.join(mount, "filler")
+        relay = Relay(binary, os.path.join(mount, "relay.sqlite"))
+        with open(filler, "wb") as f:  # leave about 600 KB
+            f.write(b"\0" * (2400 * 1024))
+        accepted, refused = [], []
+        payload = {"blob": "x" * 4000}
+        for n in range(400):
+            status, body = call(relay.base, "POST", "/v1/messages", {"id": f"d{n}", "recipients": ["u"], "payload": payload})
+            if status == 202:
+                accepted.append(f"d{n}")
+            else:
+                assert status in (503, 507), (status, body)
+                assert body["error"]["code"] == "store_unavailable", body
+                refused.append(f"d{n}")
+                if len(refused) >= 5:
+                    break
+        assert refused, "the disk never filled"
+        # Nothing refused was stored; everything accepted is intact.
+        for msg_id in refused:
+            assert call(relay.base, "GET", f"/v1/messages/{msg_id}")[0] == 404, msg_id
+        status, page = call(relay.base, "GET", "/v1/users/u/messages?limit=10000")
+        assert [m["id"] for m in page["messages"]] == accepted
+        # Space comes back: writing resumes by itself, no restart.
+        os.remove(filler)
+        deadline = time.monotonic() + 10
+        while True:
+            status, body = call(relay.base, "POST", "/v1/messages", {"id": "after", "recipients": ["u"], "payload": {}})
+            if status == 202 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 202, (status, body)
+        assert body["recipients"][0]["seq"] == len(accepted) + 1, body
+        relay.stop()
+        connection = sqlite3.connect(os.path.join(mount, "relay.sqlite"))
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        connection.close()
+        return f"{len(accepted)} accepted, then 503 store_unavailable; refused ones absent; resumed after freeing space; integrity ok"
+    finally:
+        if relay:
+            relay.stop()
+        subprocess.run(["umount", "-l", mount], check=False)
+
+
+def main(binary):
+    passed = failed = 0
+    for name, fn in [("crash storm", crash_storm), ("disk full", disk_full)]:
+        try:
+            print(f"ok     {name}: {fn(binary)}")
+            passed += 1
+        except Exception:
+            failed += 1
+            print(f"FAILED {name}")
+            traceback.print_exc()
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
