@@ -87,7 +87,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "RelayUnitTests",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "WebSocketCodec"],
+            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayPush", "WebSocketCodec"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
