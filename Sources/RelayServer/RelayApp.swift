@@ -65,20 +65,21 @@ package final class RelayApp: @unchecked Sendable {
             loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs,
             framesPerSecond: config.wsFramesPerS)
         let loop = webSockets
+        // Weak captures: the gauges live in `metrics`, which these objects hold (no cycle).
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
-            loop.connectionCount
+            [weak loop] in loop?.connectionCount ?? 0
         }
         metrics.registerGauge("pushrelay_users_online", help: "Users with at least one online device.") {
-            hub.onlineUserCount
+            [weak hub] in hub?.onlineUserCount ?? 0
         }
         let store = self.store
         metrics.registerGauge("pushrelay_push_jobs_pending", help: "Push jobs waiting to be delivered.") {
-            (try? store.pendingPushCount()) ?? -1
+            [weak store] in (try? store?.pendingPushCount()) ?? -1
         }
         let notifier = self.notifier
         metrics.registerGaugeFamily(
             "pushrelay_push_breaker_open", help: "Push receivers paused by their circuit breaker (host:port)."
-        ) { notifier.openBreakers }
+        ) { [weak notifier] in notifier?.openBreakers ?? [] }
         api = RelayAPI(
             config: config, store: store,
             auth: Authenticator(
