@@ -3,6 +3,8 @@ SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages the build and the tests need.
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev pkg-config
+# Test-only tools: strace injects fsync errors in the fault tests; curl drives the contract test.
+TEST_PACKAGES := strace curl
 # Extra packages for benchmarks only.
 BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
 DEV_ENV := .pushrelay-dev.env
@@ -14,7 +16,7 @@ PY_PACKAGES := websockets==17.4 schemathesis==4.32.5
 
 ## deps: install missing Debian packages (apt-get update once, non-interactive install)
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(APT_PACKAGES) $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
