@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "RelayLocks", swiftSettings: swiftSettings),
 
         // MARK: Pure logic
-        .target(name: "RelayCore", swiftSettings: swiftSettings),
+        .target(name: "RelayCore", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
         /// RFC 6455 handshake and frames, both roles; no I/O, no dependencies (the client SDK uses it too).
         .target(name: "WebSocketCodec", swiftSettings: swiftSettings),
 

@@ -3,14 +3,16 @@
 /// they arrive (RFC 6455 §8.1), not when the message is complete.
 public struct UTF8Stream: Sendable {
     /// Continuation bytes still expected for the current code point.
-    private var remaining = 0
+    @usableFromInline var remaining = 0
     /// Allowed range of the next continuation byte (narrower right after some lead bytes).
-    private var lower: UInt8 = 0x80
-    private var upper: UInt8 = 0xBF
+    @usableFromInline var lower: UInt8 = 0x80
+    @usableFromInline var upper: UInt8 = 0xBF
 
     public init() {}
 
-    /// Feeds bytes; false as soon as they cannot be part of valid UTF-8.
+    /// Feeds bytes; false as soon as they cannot be part of valid UTF-8. Inlinable so that it is
+    /// specialized for the caller's collection (the JSON parser runs it over every string).
+    @inlinable
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> Bool {
         for byte in bytes {
             if remaining > 0 {
