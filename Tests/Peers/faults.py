@@ -2,11 +2,9 @@
 """Fault tests of PushRelay: a crash storm (kill -9 every second under concurrent producers) and
 a full disk (the database on a tiny tmpfs). Needs root for the tmpfs mount (CI runs as root).
 Usage: faults.py PATH_TO_PUSHRELAY"""
-import concurrent.futures
 import http.server
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -14,52 +12,19 @@ import tempfile
 import threading
 import time
 import traceback
-import urllib.error
-import urllib.request
+
+from relaypeer import QuietServer, Relay
+from relaypeer import call as peer_call
 
 KEY = "fault-key"
 
 
-class Relay:
-    def __init__(self, binary, db, *extra):
-        self.binary, self.db, self.extra = binary, db, extra
-        self.port = 0
-        self.start()
-
-    def start(self):
-        started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", self.db, "--server-keys", KEY,
-             "--log-level", "warning", "--rate-limit-client-per-s", "0", *self.extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline()
-        assert "listening on" in line, line
-        self.base = line.strip().split("listening on ")[1]
-        self.port = int(self.base.rsplit(":", 1)[1])
-        return time.monotonic() - started
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+def relay_at(binary, db, *extra):
+    return Relay(binary, "--rate-limit-client-per-s", "0", *extra, key=KEY, db=db)
 
 
 def call(base, method, path, body=None, timeout=5):
-    request = urllib.request.Request(base + path, method=method)
-    request.add_header("Authorization", f"Bearer {KEY}")
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, data, timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
+    return peer_call(base, method, path, body, KEY, timeout)
 
 
 def crash_storm(binary):
@@ -82,14 +47,9 @@ def crash_storm(binary):
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    class Quiet(http.server.ThreadingHTTPServer):
-        def handle_error(self, request, client_address):
-            pass  # connections cut by kill -9 are expected here
-
-    receiver = Quiet(("127.0.0.1", 0), Receiver)
-    receiver.daemon_threads = True
+    receiver = QuietServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    relay = Relay(binary, os.path.join(tmp, "relay.sqlite"), "--push-delay-ms", "0",
+    relay = relay_at(binary, os.path.join(tmp, "relay.sqlite"), "--push-delay-ms", "0",
                   "--push-retry-base-ms", "100", "--push-retry-cap-ms", "500")
     users = [f"s{n}" for n in range(20)]
     for user in users[:10]:  # half the users have a push device (all are offline)
@@ -166,7 +126,7 @@ def disk_full(binary):
     relay = None
     try:
         filler = os.path.join(mount, "filler")
-        relay = Relay(binary, os.path.join(mount, "relay.sqlite"))
+        relay = relay_at(binary, os.path.join(mount, "relay.sqlite"))
         with open(filler, "wb") as f:  # leave about 600 KB
             f.write(b"\0" * (2400 * 1024))
         accepted, refused = [], []
@@ -214,7 +174,7 @@ def io_errors(binary):
     acknowledged is there and the database is intact."""
     tmp = tempfile.mkdtemp(prefix="pushrelay-eio-")
     db = os.path.join(tmp, "relay.sqlite")
-    relay = Relay(binary, db)
+    relay = relay_at(binary, db)
     accepted = []
     for n in range(20):
         status, _ = call(relay.base, "POST", "/v1/messages", {"id": f"ok{n}", "recipients": ["u"], "payload": {}})

@@ -12,26 +12,22 @@ import hashlib
 import hmac
 import http.server
 import json
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 import urllib.request
 
 import websockets
+from relaypeer import QuietServer, wait_for
+from relaypeer import Relay as PeerRelay
 
 KEY = "peer-test-server-key"
 SECRET_BYTES = b"0123456789abcdef0123456789abcdef"
 SECRET = "whsec_" + base64.b64encode(SECRET_BYTES).decode()
 
 
-class Receiver(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
+class Receiver(QuietServer):
     def __init__(self):
         super().__init__(("127.0.0.1", 0), Handler)
         self.lock = threading.Lock()
@@ -82,44 +78,9 @@ def verify(headers, body):
     assert abs(time.time() - int(ts)) < 60
 
 
-class Relay:
-    def __init__(self, binary, *extra, db=None):
-        self.binary = binary
-        self.tmp = tempfile.mkdtemp(prefix="pushrelay-notifier-")
-        self.db = db or os.path.join(self.tmp, "relay.sqlite")
-        self.extra = extra
-        self.start()
-
-    def start(self, port=0):
-        self.proc = subprocess.Popen(
-            [self.binary, "serve", "--listen", f"127.0.0.1:{port}", "--db", self.db, "--server-keys", KEY,
-             "--webhook-secret", SECRET, "--log-level", "warning", *self.extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline()
-        assert "listening on" in line, line
-        self.base = line.strip().split("listening on ")[1]
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-    def http(self, method, path, body=None, token=KEY):
-        request = urllib.request.Request(self.base + path, method=method)
-        request.add_header("Authorization", f"Bearer {token}")
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, data, timeout=10) as response:
-                return response.status, json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"null")
+class Relay(PeerRelay):
+    def __init__(self, binary, *extra):
+        super().__init__(binary, "--webhook-secret", SECRET, *extra, key=KEY)
 
     def device(self, receiver, user, device, **extra):
         status, body = self.http("PUT", f"/v1/users/{user}/devices/{device}",
@@ -131,15 +92,6 @@ class Relay:
                                                           "push": {"title": "T", "body": msg_id}, **extra})
         assert status == 202, body
         return body
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 CHECKS = []

@@ -12,9 +12,9 @@ import subprocess
 import sys
 import tempfile
 import traceback
-import urllib.request
 
 import websockets
+from relaypeer import Relay, call
 from websockets.exceptions import ConnectionClosed
 
 KEY = "peer-test-server-key"
@@ -22,30 +22,12 @@ RESULTS = []
 
 
 def start_relay(binary, *extra):
-    tmp = tempfile.mkdtemp(prefix="pushrelay-peer-")
-    proc = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--db", os.path.join(tmp, "relay.sqlite"),
-         "--server-keys", KEY, "--log-level", "warning", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise RuntimeError(f"relay did not start: {line!r}")
-    return proc, line.strip().split("listening on ")[1]
+    relay = Relay(binary, *extra, key=KEY)
+    return relay.proc, relay.base
 
 
 def http(base, method, path, body=None, token=KEY):
-    request = urllib.request.Request(base + path, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, data, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
+    return call(base, method, path, body, token)
 
 
 def token(base, user, device="phone"):

@@ -1,0 +1,86 @@
+"""Shared pieces of the python peer tests: a real relay process on an ephemeral port, JSON over
+HTTP to it, polling, and a quiet threaded HTTP server for local receivers."""
+import http.server
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+
+def call(base, method, path, body=None, token=None, timeout=10):
+    """One JSON request; returns (status, decoded body or None)."""
+    request = urllib.request.Request(base + path, method=method)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, data, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+class Relay:
+    """`pushrelay serve` on 127.0.0.1 with its own database; restarts keep the port."""
+
+    def __init__(self, binary, *extra, key="peer-test-server-key", db=None):
+        self.binary, self.extra, self.key = binary, extra, key
+        self.db = db or os.path.join(tempfile.mkdtemp(prefix="pushrelay-peer-"), "relay.sqlite")
+        self.port = 0
+        self.start()
+
+    def start(self):
+        """Starts the relay; returns the seconds until it was listening."""
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", self.db, "--server-keys", self.key,
+             "--log-level", "warning", *self.extra],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.kill()
+            raise RuntimeError(f"relay did not start: {line!r}")
+        self.base = line.strip().split("listening on ")[1]
+        self.port = int(self.base.rsplit(":", 1)[1])
+        return time.monotonic() - started
+
+    def http(self, method, path, body=None, token=None, timeout=10):
+        return call(self.base, method, path, body, token or self.key, timeout)
+
+    def token(self, user, device="phone"):
+        status, body = self.http("POST", "/v1/tokens", {"userId": user, "deviceId": device})
+        assert status == 200, body
+        return body["token"]
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A threaded HTTP server that does not print connections cut by a killed relay."""
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass
