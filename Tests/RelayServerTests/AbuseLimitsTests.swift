@@ -103,6 +103,37 @@ import Glibc
     }
 }
 
+extension AbuseLimitsTests {
+    /// `maxConnectionsPerIp`: connections past the cap from one address are refused at once.
+    @Test func perAddressConnectionCap() async throws {
+        let relay = try RelayProcess(arguments: ["--max-connections-per-ip", "5"])
+        var sockets: [Int32] = []
+        defer { for fd in sockets { close(fd) } }
+        for _ in 0..<6 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(relay.port).bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            sockets.append(fd)
+            try await Task.sleep(nanoseconds: 50_000_000)  // let the relay accept them in order
+        }
+        func isClosedByServer(_ fd: Int32) -> Bool {
+            var timeout = timeval(tv_sec: 1, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, 0) == 0
+        }
+        #expect(isClosedByServer(sockets[5]))  // the sixth
+        #expect(!isClosedByServer(sockets[0]))  // the first five stay open (idle timeout is 60 s)
+    }
+}
+
 @Suite struct TokenBucketTests {
     @Test func burstThenRate() {
         var bucket = TokenBucket(ratePerSecond: 2, burst: 3, now: Timestamp(milliseconds: 0))
