@@ -28,16 +28,6 @@ package enum Crypto {
         return out
     }
 
-    package static func sha1(_ data: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 20)
-        data.withUnsafeBufferPointer { input in
-            out.withUnsafeMutableBufferPointer { output in
-                _ = SHA1(input.baseAddress, input.count, output.baseAddress)
-            }
-        }
-        return out
-    }
-
     /// Cryptographically secure random bytes from the OpenSSL DRBG.
     package static func randomBytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)

@@ -28,8 +28,6 @@ package final class UpgradedSocket: Sendable {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Glibc.close(fd)
     }
-
-    package var isClosed: Bool { closed.load(ordering: .acquiring) }
 }
 
 /// Carries the Swift handler through MHD's `void *` closure argument of the upgrade callback.

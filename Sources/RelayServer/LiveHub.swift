@@ -147,8 +147,6 @@ final class LiveHub: Sendable {
         for session in sessions { session.deliver(seq: seq, frame: bytes) }
     }
 
-    var sessionCount: Int { state.withLock { $0.sessions.count } }
-
     /// Open sockets of one user.
     func sessionCount(userId: String) -> Int {
         state.withLock { $0.devices[userId]?.values.reduce(0) { $0 + $1.sessions.count } ?? 0 }

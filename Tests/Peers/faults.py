@@ -11,9 +11,8 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
-from relaypeer import QuietServer, Relay
+from relaypeer import QuietServer, Relay, run_checks
 from relaypeer import call as peer_call
 
 KEY = "fault-key"
@@ -211,17 +210,8 @@ def io_errors(binary):
 
 
 def main(binary):
-    passed = failed = 0
-    for name, fn in [("crash storm", crash_storm), ("disk full", disk_full), ("fsync I/O errors", io_errors)]:
-        try:
-            print(f"ok     {name}: {fn(binary)}")
-            passed += 1
-        except Exception:
-            failed += 1
-            print(f"FAILED {name}")
-            traceback.print_exc()
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    checks = [("crash storm", crash_storm), ("disk full", disk_full), ("fsync I/O errors", io_errors)]
+    return run_checks(checks, lambda fn: fn(binary))
 
 
 if __name__ == "__main__":

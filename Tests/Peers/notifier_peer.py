@@ -15,11 +15,10 @@ import json
 import sys
 import threading
 import time
-import traceback
 import urllib.request
 
 import websockets
-from relaypeer import QuietServer, wait_for
+from relaypeer import QuietServer, run_checks, wait_for
 from relaypeer import Relay as PeerRelay
 
 KEY = "peer-test-server-key"
@@ -382,18 +381,7 @@ def crash_restart(binary, receiver):
 
 def main(binary):
     receiver = Receiver()
-    passed = failed = 0
-    for name, fn in CHECKS:
-        try:
-            fn(binary, receiver)
-            passed += 1
-            print(f"ok     {name}")
-        except Exception:
-            failed += 1
-            print(f"FAILED {name}")
-            traceback.print_exc()
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_checks(CHECKS, lambda fn: fn(binary, receiver))
 
 
 if __name__ == "__main__":

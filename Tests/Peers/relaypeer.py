@@ -84,3 +84,21 @@ class QuietServer(http.server.ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         pass
+
+
+def run_checks(checks, run):
+    """Runs `(name, fn)` pairs through `run(fn)` (which may return a detail line), prints one line
+    per check and the closing `N passed, M failed`; returns the exit code."""
+    import traceback
+    passed = failed = 0
+    for name, fn in checks:
+        try:
+            detail = run(fn)
+            passed += 1
+            print(f"ok     {name}" + (f": {detail}" if detail else ""))
+        except Exception:
+            failed += 1
+            print(f"FAILED {name}")
+            traceback.print_exc()
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
