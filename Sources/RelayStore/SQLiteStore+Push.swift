@@ -50,6 +50,17 @@ extension SQLiteStore {
             if !online.contains(deviceId) { devices.append(deviceId) }
         }
         for deviceId in devices {
+            // One push per window: a device's push is due `pushDelay` after its *first* pending
+            // message, so a message joining an open window takes that window's due time.
+            var due = dueAt.milliseconds
+            try db.query(
+                """
+                SELECT min(due_at) FROM push_jobs
+                WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message'
+                """, [.text(userId), .text(deviceId)]
+            ) { row in
+                if !row.isNull(0) { due = min(due, row.int64(0)) }
+            }
             if let collapseKey = message.collapseKey {
                 try db.run(
                     """
@@ -65,14 +76,15 @@ extension SQLiteStore {
                 """,
                 [
                     .text(userId), .text(deviceId), .text(message.id), .int(seq), .optional(message.collapseKey),
-                    .int(dueAt.milliseconds), .int(expiresAt.milliseconds), .int(now.milliseconds),
+                    .int(due), .int(expiresAt.milliseconds), .int(now.milliseconds),
                     .int(now.milliseconds),
                 ])
         }
         return !devices.isEmpty
     }
 
-    /// Due jobs, coalesced per device: every due job of a device goes into its one batch.
+    /// Due jobs, coalesced per device: once a device has a due job, every job pending for it
+    /// goes into its one batch (a push covers everything pending when it is sent).
     /// Devices in `skipping` (deliveries in flight) are left out; at most `limit` devices.
     package func duePushes(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [PushBatch] {
         try read { db in
@@ -102,9 +114,9 @@ extension SQLiteStore {
                     FROM push_jobs j
                     JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
                     LEFT JOIN messages m ON m.id = j.message_id
-                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = 'pending' AND j.due_at <= ?
+                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = 'pending'
                     ORDER BY j.kind DESC, j.seq, j.id
-                    """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
+                    """, [.text(userId), .text(deviceId)]
                 ) { row in
                     let seq = row.int64(4)
                     let kind = row.text(2)

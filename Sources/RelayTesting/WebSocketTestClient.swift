@@ -22,9 +22,14 @@ public final class WebSocketTestClient {
 
     /// Connects to `127.0.0.1:port` and performs the opening handshake for `path`.
     /// Throws when the server does not answer 101 (`handshakeStatus` tells what it answered).
-    public init(port: Int, path: String, headers: [(String, String)] = []) throws {
+    /// `receiveBufferBytes` pins the kernel's receive buffer (no autotuning), so that a test of a
+    /// reader that stops reading needs megabytes, not tens of megabytes, to fill the path.
+    public init(port: Int, path: String, headers: [(String, String)] = [], receiveBufferBytes: Int? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket failed") }
+        if var size = receiveBufferBytes.map(Int32.init(clamping:)) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian

@@ -129,11 +129,14 @@ def offline_push(binary, receiver):
 
 @check("several pending messages coalesce into one push with the unread count; content-free carries no content")
 def coalesced(binary, receiver):
-    relay = Relay(binary, "--push-delay-ms", "500")
+    relay = Relay(binary, "--push-delay-ms", "1500")
     try:
         relay.device(receiver, "bob", "tablet", contentFree=True)
+        # Spread out, not in one burst: a push window opens with the first pending message and
+        # takes in every message that joins it before it is due.
         for n in range(3):
             relay.post(f"b{n}", ["bob"])
+            time.sleep(0.1)
         assert wait_for(lambda: len(receiver.received("/bob/tablet")) >= 1)
         time.sleep(0.5)
         pushes = receiver.received("/bob/tablet")

@@ -147,4 +147,29 @@ import Testing
         }
         #expect(recipients[0].seq == 2)
     }
+
+    /// A push window opens with a device's first pending message: later messages take its due
+    /// time, and the one push covers all of them (no timing between posts involved).
+    @Test func messagesJoiningAPendingWindowGoOutInOnePush() async throws {
+        let store = try open()
+        defer { store.close() }
+        let device = Device(
+            userId: "u", deviceId: "phone", pushURL: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
+            createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+        _ = try await withCheckedThrowingContinuation { continuation in
+            store.putDevice(device) { continuation.resume(with: $0) }
+        }
+        for (index, at) in [1_000, 1_100, 1_500].enumerated() {
+            var new = try message("w\(index)", ["u"])
+            new.now = Timestamp(milliseconds: Int64(at))
+            new.pushDueAt = Timestamp(milliseconds: Int64(at) + 600)
+            _ = try await Self.accept(store, new)
+        }
+        #expect(try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: []).isEmpty)
+        let batches = try store.duePushes(now: Timestamp(milliseconds: 1_600), limit: 10, skipping: [])
+        #expect(batches.count == 1)
+        #expect(batches.first?.seqFrom == 1)
+        #expect(batches.first?.seqTo == 3)
+        #expect(batches.first?.jobIds.count == 3)
+    }
 }
