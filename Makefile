@@ -8,6 +8,9 @@ TEST_PACKAGES := strace curl
 # Extra packages for benchmarks only.
 BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
 DEV_ENV := .pushrelay-dev.env
+# `make run` lets push URLs reach local receivers on any port; the relay's own default allows
+# nothing local. Override with PUSHRELAY_PUSH_ALLOWED_HOSTS in the environment or in $(DEV_ENV).
+DEV_PUSH_ALLOWED_HOSTS := 127.0.0.1:*,[::1]:*
 # Python test peers, installed from PyPI into a virtual environment.
 VENV := .venv
 PY_PACKAGES := websockets==17.4 schemathesis==4.32.5
@@ -32,11 +35,14 @@ release: deps
 ## run: build (release) and start the relay on 127.0.0.1:8080 with ./pushrelay.sqlite
 run: release
 	@if [ ! -f $(DEV_ENV) ]; then \
-	  echo "PUSHRELAY_SERVER_KEYS=dev_$$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')" > $(DEV_ENV); \
+	  (umask 077; echo "PUSHRELAY_SERVER_KEYS=dev_$$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')" > $(DEV_ENV)); \
 	fi
+	@chmod 600 $(DEV_ENV)
 	@set -a; . ./$(DEV_ENV); set +a; \
+	export PUSHRELAY_PUSH_ALLOWED_HOSTS=$${PUSHRELAY_PUSH_ALLOWED_HOSTS-$(DEV_PUSH_ALLOWED_HOSTS)}; \
 	listen=$${PUSHRELAY_LISTEN:-127.0.0.1:8080}; \
-	echo "server key: $$PUSHRELAY_SERVER_KEYS   (kept in $(DEV_ENV))"; \
+	echo "server key: $$PUSHRELAY_SERVER_KEYS   (kept in $(DEV_ENV), mode 0600)"; \
+	echo "push URLs allowed (development value): $$PUSHRELAY_PUSH_ALLOWED_HOSTS"; \
 	echo "try:"; \
 	echo "  curl -s -X POST http://$$listen/v1/messages -H 'Authorization: Bearer '$$PUSHRELAY_SERVER_KEYS \\"; \
 	echo "       -H 'Content-Type: application/json' -d '{\"id\":\"m1\",\"recipients\":[\"alice\"],\"payload\":{\"text\":\"hi\"}}'"; \

@@ -237,7 +237,7 @@ done
 # ---------------------------------------------------------------- PushRelay ingest
 say "starting pushrelay on $PR_URL (db $TMP/bench.sqlite)"
 "$BIN" serve --listen "127.0.0.1:$PR_PORT" --db "$TMP/bench.sqlite" --server-keys "$KEY" \
-    --log-level warning >"$TMP/pushrelay.log" 2>&1 &
+    --log-level warning --max-connections-per-ip 0 >"$TMP/pushrelay.log" 2>&1 &
 PR_PID=$!
 for ((i = 0; i < 300; i++)); do
     kill -0 "$PR_PID" 2>/dev/null || die "pushrelay exited at start"

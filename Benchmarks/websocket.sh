@@ -38,7 +38,7 @@ field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]
 
 # --- PushRelay
 "$BIN" serve --listen 127.0.0.1:$PR_PORT --db "$TMP/pr.sqlite" --server-keys benchkey --log-level warning \
-    --max-connections 30000 >"$TMP/pr.out" 2>"$TMP/pr.err" &
+    --max-connections 30000 --max-connections-per-ip 0 >"$TMP/pr.out" 2>"$TMP/pr.err" &
 PIDS+=($!); PR_PID=$!
 wait_port $PR_PORT
 

@@ -115,12 +115,19 @@ public struct ClientTokenCodec: Sendable {
         return ClientClaims(userId: userId, deviceId: deviceId, expiresAt: exp, notBefore: nbf, issuedAt: iat)
     }
 
-    /// A NumericDate may carry a fraction (RFC 7519 §2); whole seconds are enough here.
+    /// The latest NumericDate kept as it is (9999-12-31T23:59:59Z). Libraries write `exp` =
+    /// 2^63−1 or 1e300 for "never expires": such values are clamped here, so that no later
+    /// arithmetic on a claim (leeway, milliseconds, socket deadlines) can overflow.
+    public static let latestDate: Int64 = 253_402_300_799
+
+    /// A NumericDate may carry a fraction (RFC 7519 §2); whole seconds are enough here. Any
+    /// finite number is accepted and clamped to `±latestDate`.
     private static func numericDate(_ value: JSONValue?) -> Int64? {
         guard case .number(let text) = value else { return nil }
-        if let whole = Int64(text) { return whole }
-        guard let double = Double(text), double.isFinite, abs(double) < 1e15 else { return nil }
-        return Int64(double.rounded(.down))
+        if let whole = Int64(text) { return min(max(whole, -latestDate), latestDate) }
+        guard let double = Double(text), double.isFinite else { return nil }
+        let clamped = min(max(double, -Double(latestDate)), Double(latestDate))
+        return Int64(clamped.rounded(.down))
     }
 
     private static func optionalNumericDate(_ value: JSONValue?, name: String) throws(ClientTokenError) -> Int64? {

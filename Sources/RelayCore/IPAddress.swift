@@ -100,6 +100,14 @@ extension IPAddress {
             if bytes[0] == 0xFF { return true }  // multicast
             if bytes[0] == 0x20 && bytes[1] == 0x01 && bytes[2] == 0x0D && bytes[3] == 0xB8 { return true }  // doc
             if bytes[0..<12].allSatisfy({ $0 == 0 }) { return true }  // IPv4-compatible (deprecated)
+            // Translation prefixes reach an IPv4 address: judge that one. NAT64 64:ff9b::/96
+            // carries it in the last 4 bytes, 6to4 2002::/16 in bytes 2–5.
+            if bytes[0..<12] == [0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0] {
+                return IPAddress(v4: Array(bytes[12..<16])).isSpecialPurpose
+            }
+            if bytes[0] == 0x20 && bytes[1] == 0x02 { return IPAddress(v4: Array(bytes[2..<6])).isSpecialPurpose }
+            if bytes[0..<6] == [0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01] { return true }  // local-use NAT64 64:ff9b:1::/48
+            if bytes[0..<4] == [0x20, 0x01, 0x00, 0x00] { return true }  // Teredo 2001::/32 (tunnels to anywhere)
             return false
         }
         let (a, b) = (bytes[0], bytes[1])

@@ -2,7 +2,8 @@
 ///
 /// Written here rather than using Foundation so that request decoding is pure, fast, bounded
 /// (nesting depth) and fuzzable. Rejects trailing garbage, lone surrogates, control characters
-/// in strings, and invalid UTF-8.
+/// in strings, invalid UTF-8, and repeated member names (I-JSON). Names compare as Swift strings,
+/// that is by canonical equivalence: the same way `JSONValue`'s subscript finds a member.
 public struct JSONParser {
     public struct Error: Swift.Error, Equatable, Sendable, CustomStringConvertible {
         public var offset: Int
@@ -70,6 +71,8 @@ public struct JSONParser {
             guard depth <= JSONParser.maxDepth else { throw error("nesting too deep") }
             index += 1
             var members: [(String, JSONValue)] = []
+            // Names seen, once the object is past a few members (a linear scan is cheaper before).
+            var names: Set<String> = []
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                 index += 1
@@ -80,7 +83,18 @@ public struct JSONParser {
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
                     throw error("expected a member name")
                 }
+                let keyOffset = index
                 let key = try parseString()
+                // I-JSON (RFC 7493 §2.3): a repeated name is refused, so that no two readers of one
+                // document (signature check, handler, fingerprint) can see different members.
+                let repeated: Bool
+                if members.count < 8 {
+                    repeated = members.contains { $0.0 == key }
+                } else {
+                    if names.isEmpty { names = Set(members.map(\.0)) }
+                    repeated = !names.insert(key).inserted
+                }
+                guard !repeated else { throw Error(offset: keyOffset, reason: "duplicate member name") }
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 index += 1

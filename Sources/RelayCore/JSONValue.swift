@@ -23,7 +23,7 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
-    /// The member `key` of an object (the last one, as JavaScript would read it), or nil.
+    /// The member `key` of an object, or nil (the parser refuses repeated names).
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         return members.last(where: { $0.0 == key })?.1
@@ -68,7 +68,6 @@ public enum JSONValue: Sendable, Equatable {
         switch self {
         case .array(let elements): return .array(elements.map(\.canonical))
         case .object(let members):
-            // Keep the last of duplicate keys, as the subscript reads them.
             var byKey: [String: JSONValue] = [:]
             for (key, value) in members { byKey[key] = value.canonical }
             return .object(byKey.sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) })

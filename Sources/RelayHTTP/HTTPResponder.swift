@@ -10,6 +10,8 @@ final class RequestContext: @unchecked Sendable {
     let method: String
     let path: String
     let id: String
+    /// The connection table's id of the connection carrying this request.
+    let connectionId: UInt64
     var body: [UInt8] = []
     var bodyTooLarge = false
     var dispatched = false
@@ -21,10 +23,11 @@ final class RequestContext: @unchecked Sendable {
 
     private let state = LockedValue(State())
 
-    init(method: String, path: String, id: String) {
+    init(method: String, path: String, id: String, connectionId: UInt64) {
         self.method = method
         self.path = path
         self.id = id
+        self.connectionId = connectionId
     }
 
     /// On the MHD thread after the handler returned: the response if it is already there,

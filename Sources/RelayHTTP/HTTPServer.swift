@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+import Dispatch
 import Glibc
 import Synchronization
 
@@ -15,23 +16,39 @@ package final class HTTPServer: @unchecked Sendable {
         package var threads = 2
         /// Larger bodies are refused with 413 without being buffered.
         package var maxBodyBytes = 1 << 20
-        /// Open connections at most; MHD refuses more at accept.
+        /// Open connections at most, upgraded WebSockets included; more are refused at accept.
         package var maxConnections = 10_000
-        /// Connections per client IP; 0 for no cap.
-        package var maxConnectionsPerIP = 0
-        /// An idle (or trickling) connection is closed after this many seconds; 0 never.
+        /// Connections per client address, upgraded WebSockets included; 0 for no cap (behind a
+        /// proxy every client has the proxy's address).
+        package var maxConnectionsPerIP = 256
+        /// An idle connection is closed after this many seconds without a byte; 0 never.
         package var connectionTimeoutSeconds = 60
+        /// Time for a request head to arrive in full, from accept or from the previous answer.
+        package var headerTimeoutMs: Int64 = 20_000
+        /// Time for a declared body to arrive in full, from the end of its head.
+        package var bodyTimeoutMs: Int64 = 60_000
         /// libmicrohttpd's memory pool per connection: it holds the request head (so it bounds the
         /// header size) and the read buffer for bodies. Upgraded sockets give theirs back at once.
         package var connectionMemoryBytes = 16_384
+        /// libmicrohttpd's own error lines (aborted requests and the like); dropped when nil.
+        package var errorLog: (@Sendable (String) -> Void)?
 
         package init() {}
     }
 
     package typealias Handler = @Sendable (HTTPRequest, HTTPResponder) -> Void
+    /// Sees a request that declares a body with its head only (empty body); an answer it returns
+    /// goes out at once and the body is never read (authentication before buffering).
+    package typealias HeadCheck = @Sendable (HTTPRequest) -> HTTPResponse?
 
     let configuration: Configuration
     let handler: Handler
+    let headCheck: HeadCheck?
+    let connections: ConnectionTable
+    /// Ends connections that miss their deadlines.
+    private var sweeper: (any DispatchSourceTimer)?
+    /// Handed to libmicrohttpd for its error lines; lives as long as the daemon.
+    private let logger: UnsafeMutablePointer<pr_mhd_logger>
     private var daemon: OpaquePointer?
     private var socket: ListenSocket?
     /// Requests begun and not yet completed; shutdown waits for it to drain.
@@ -39,12 +56,24 @@ package final class HTTPServer: @unchecked Sendable {
     private let requestCounter = Atomic<UInt64>(0)
     private let requestIdPrefix: String
 
-    package init(configuration: Configuration, handler: @escaping Handler) {
+    package init(configuration: Configuration, headCheck: HeadCheck? = nil, handler: @escaping Handler) {
         self.configuration = configuration
         self.handler = handler
+        self.headCheck = headCheck
+        connections = ConnectionTable(
+            limits: .init(
+                maxConnections: configuration.maxConnections, maxPerAddress: configuration.maxConnectionsPerIP,
+                headerTimeoutMs: configuration.headerTimeoutMs, bodyTimeoutMs: configuration.bodyTimeoutMs))
+        logger = .allocate(capacity: 1)
         var generator = SystemRandomNumberGenerator()
         requestIdPrefix = String(UInt32.random(in: 0x1000_0000...0xFFFF_FFFF, using: &generator), radix: 16)
+        logger.initialize(to: pr_mhd_logger(line: errorLine, ctx: Unmanaged.passUnretained(self).toOpaque()))
     }
+
+    deinit { logger.deallocate() }
+
+    /// Open connections, upgraded WebSockets included.
+    package var connectionCount: Int { connections.count }
 
     /// The bound port (after `start()`).
     package var port: Int { socket?.port ?? 0 }
@@ -56,18 +85,28 @@ package final class HTTPServer: @unchecked Sendable {
         let flags =
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ERROR_LOG.rawValue
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        // The caps are the connection table's (it counts WebSockets); MHD's own limit stays as a
+        // backstop and its per-address limit off.
         let settings = pr_mhd_settings(
             flags: UInt32(flags), listen_fd: socket.fd, thread_pool_size: UInt32(max(1, configuration.threads)),
             connection_limit: UInt32(configuration.maxConnections),
             connection_timeout_s: UInt32(configuration.connectionTimeoutSeconds),
-            per_ip_connection_limit: UInt32(configuration.maxConnectionsPerIP),
-            connection_memory_limit: configuration.connectionMemoryBytes)
-        let context = Unmanaged.passUnretained(self).toOpaque()
+            per_ip_connection_limit: 0, connection_memory_limit: configuration.connectionMemoryBytes,
+            accept_policy: acceptPolicy, accept_policy_cls: context, notify_connection: connectionNotified,
+            notify_connection_cls: context, logger: logger)
         guard let daemon = pr_mhd_start(settings, accessHandler, context, completedHandler, context) else {
             close(socket.fd)
             throw .system("MHD_start_daemon", EINVAL)
         }
         self.daemon = daemon
+        let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        sweeper.schedule(
+            deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
+        let connections = self.connections
+        sweeper.setEventHandler { connections.expire(now: MonotonicClock.milliseconds()) }
+        sweeper.resume()
+        self.sweeper = sweeper
     }
 
     /// Stops accepting new connections; requests on open connections still get answers.
@@ -92,6 +131,8 @@ package final class HTTPServer: @unchecked Sendable {
         }
         MHD_stop_daemon(daemon)
         self.daemon = nil
+        sweeper?.cancel()
+        sweeper = nil
     }
 
     func nextRequestId() -> String {
@@ -107,25 +148,48 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     guard let serverPointer, let connection, let contextSlot, let uploadDataSize else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer).takeUnretainedValue()
 
-    // First call: headers only. Never queue a response here (MHD would answer `Connection: close`).
+    // First call: headers only. A normal answer is never queued here (MHD would answer
+    // `Connection: close`); a refusal is, on purpose: the body is then never read.
     guard let existing = contextSlot.pointee else {
+        let connectionId = HTTPServer.connectionId(connection)
         let context = RequestContext(
             method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
-            id: server.nextRequestId())
-        if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
-            let declared = Int(String(cString: length)), declared > server.configuration.maxBodyBytes
-        {
-            context.bodyTooLarge = true
-        }
+            id: server.nextRequestId(), connectionId: connectionId)
         server.inFlight.add(1, ordering: .relaxed)
         contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
+        let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length").map { String(cString: $0) }
+        let chunked = MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") != nil
+        let expectsBody = chunked || (length.flatMap { Int($0) } ?? 0) > 0
+        server.connections.headReceived(connectionId, expectsBody: expectsBody, now: MonotonicClock.milliseconds())
+        if chunked, length != nil {
+            // RFC 9112 §6.3: a request with both is a smuggling attempt or a broken proxy.
+            context.dispatched = true
+            return queue(
+                .error(
+                    400, code: "bad_request",
+                    message: "a request may not carry both Content-Length and Transfer-Encoding"),
+                requestId: context.id, on: connection, server: server)
+        }
+        if let length, let declared = Int(length), declared > server.configuration.maxBodyBytes {
+            context.bodyTooLarge = true
+        }
+        if expectsBody, let headCheck = server.headCheck {
+            let head = HTTPRequest(
+                method: context.method, path: context.path,
+                headers: collect(connection, .HEADER_KIND, lowercased: true),
+                id: context.id, remoteAddress: describe(address: pr_mhd_client_address(connection)))
+            if let refusal = headCheck(head) {
+                context.dispatched = true
+                return queue(refusal, requestId: context.id, on: connection, server: server)
+            }
+        }
         return .YES
     }
     let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
 
     // Body chunks.
     if uploadDataSize.pointee > 0 {
-        if !context.bodyTooLarge, let uploadData {
+        if !context.bodyTooLarge, !context.dispatched, let uploadData {
             let count = uploadDataSize.pointee
             if context.body.count + count > server.configuration.maxBodyBytes {
                 context.bodyTooLarge = true
@@ -140,18 +204,19 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         return .YES
     }
 
-    // Resumed after an asynchronous answer.
+    // Resumed after an asynchronous answer (or a refused request's body: ignored, MHD closes).
     if context.dispatched {
-        guard let response = context.takeResponse() else { return .NO }
-        return queue(response, requestId: context.id, on: connection)
+        guard let response = context.takeResponse() else { return .YES }
+        return queue(response, requestId: context.id, on: connection, server: server)
     }
     context.dispatched = true
+    server.connections.requestReceived(context.connectionId)
 
     if context.bodyTooLarge {
         let limit = server.configuration.maxBodyBytes
         return queue(
             .error(413, code: "body_too_large", message: "the request body is larger than \(limit) bytes"),
-            requestId: context.id, on: connection)
+            requestId: context.id, on: connection, server: server)
     }
 
     let request = HTTPRequest(
@@ -162,24 +227,77 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     let responder = HTTPResponder(context: context, connection: connection)
     server.handler(request, responder)
     if let response = context.responseOrSuspend({ MHD_suspend_connection(connection) }) {
-        return queue(response, requestId: context.id, on: connection)
+        return queue(response, requestId: context.id, on: connection, server: server)
     }
     return .YES
 }
 
-private let completedHandler: MHD_RequestCompletedCallback = { serverPointer, _, contextSlot, _ in
+private let completedHandler: MHD_RequestCompletedCallback = { serverPointer, connection, contextSlot, _ in
     guard let serverPointer, let contextSlot, let pointer = contextSlot.pointee else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer).takeUnretainedValue()
-    Unmanaged<RequestContext>.fromOpaque(pointer).release()
+    let context = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
     contextSlot.pointee = nil
+    server.connections.requestCompleted(context.connectionId, now: MonotonicClock.milliseconds())
     server.inFlight.subtract(1, ordering: .releasing)
 }
 
-private func queue(_ response: HTTPResponse, requestId: String, on connection: OpaquePointer) -> MHD_Result {
+/// Admission at accept: the caps count upgraded WebSockets too.
+private let acceptPolicy: MHD_AcceptPolicyCallback = { serverPointer, address, _ in
+    guard let serverPointer else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer).takeUnretainedValue()
+    return server.connections.admits(describe(address: address)) ? .YES : .NO
+}
+
+/// Connection start and end: the table's entry, its id kept in MHD's per-connection slot.
+private let connectionNotified: MHD_NotifyConnectionCallback = { serverPointer, connection, slot, event in
+    guard let serverPointer, let connection, let slot else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer).takeUnretainedValue()
+    switch event.rawValue {
+    case 0:  // MHD_CONNECTION_NOTIFY_STARTED
+        let id = server.connections.opened(
+            fd: pr_mhd_connection_fd(connection), address: describe(address: pr_mhd_client_address(connection)),
+            now: MonotonicClock.milliseconds())
+        slot.pointee = UnsafeMutableRawPointer(bitPattern: UInt(id))
+    default:
+        server.connections.closed(HTTPServer.connectionId(slot.pointee))
+        slot.pointee = nil
+    }
+}
+
+/// libmicrohttpd's error lines, formatted by the shim.
+private let errorLine: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = {
+    serverPointer, text in
+    guard let serverPointer, let text else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer).takeUnretainedValue()
+    server.configuration.errorLog?(String(cString: text).trimmingTrailingNewlines())
+}
+
+extension HTTPServer {
+    /// The connection table's id for an MHD connection (0 when unknown).
+    static func connectionId(_ connection: OpaquePointer) -> UInt64 {
+        connectionId(pr_mhd_socket_context(connection))
+    }
+
+    static func connectionId(_ slot: UnsafeMutableRawPointer?) -> UInt64 {
+        UInt64(UInt(bitPattern: slot))
+    }
+}
+
+extension String {
+    fileprivate func trimmingTrailingNewlines() -> String {
+        var text = self
+        while text.last?.isNewline == true { text.removeLast() }
+        return text
+    }
+}
+
+private func queue(
+    _ response: HTTPResponse, requestId: String, on connection: OpaquePointer, server: HTTPServer
+) -> MHD_Result {
     let created: OpaquePointer?
     var upgradeBox: UnsafeMutableRawPointer?
     if let upgrade = response.upgrade {
-        let box = Unmanaged.passRetained(UpgradeBox(upgrade)).toOpaque()
+        let box = Unmanaged.passRetained(UpgradeBox(upgrade, connections: server.connections)).toOpaque()
         upgradeBox = box
         created = MHD_create_response_for_upgrade(upgradeCallback, box)
     } else {

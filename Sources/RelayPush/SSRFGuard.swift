@@ -11,13 +11,13 @@ package struct SSRFGuard: Sendable {
 
     /// The addresses to connect to, or why none may be used.
     package func addresses(for url: PushURL) -> Result<[IPAddress], WebhookClient.Failure> {
-        guard allowList.allows(host: url.host) else {
-            return .failure(.init(description: "host is not allowed by pushAllowedHosts"))
+        guard allowList.allows(host: url.host, port: url.port) else {
+            return .failure(.init(description: "host or port is not allowed by pushAllowedHosts"))
         }
         if let literal = IPAddress(url.host) { return .success([literal]) }
         let resolved = Self.resolve(url.host)
         guard !resolved.isEmpty else { return .failure(.init(description: "host does not resolve")) }
-        if resolved.contains(where: { $0.isSpecialPurpose && !allowList.allows(address: $0) }) {
+        if resolved.contains(where: { $0.isSpecialPurpose && !allowList.allows(address: $0, port: url.port) }) {
             return .failure(.init(description: "host resolves to a non-public address"))
         }
         return .success(resolved)

@@ -4,8 +4,8 @@ package import RelayHTTP
 
 /// Who is calling.
 package enum Principal: Sendable {
-    /// The chat server, with a server key: may do everything.
-    case server
+    /// The chat server, with a server key (its index in the configured keys): may do everything.
+    case server(keyIndex: Int)
     /// A client app, with a token: may touch only its own user.
     case client(ClientClaims)
 }
@@ -37,17 +37,25 @@ package struct Authenticator: Sendable {
         return credential.isEmpty ? nil : String(credential)
     }
 
+    /// Checks the credential and spends from its rate budget.
     package func authenticate(credential: String?) throws(APIError) -> Principal {
+        let principal = try verify(credential: credential)
+        switch principal {
+        case .server(let keyIndex): try limit("server:\(keyIndex)", isServer: true)
+        case .client(let claims): try limit("client:\(claims.userId)", isServer: false)
+        }
+        return principal
+    }
+
+    /// Checks the credential alone (no rate budget spent): for the check of a request's head.
+    package func verify(credential: String?) throws(APIError) -> Principal {
         guard let credential else {
             throw .unauthorized("missing credentials: send 'Authorization: Bearer <server key or client token>'")
         }
         let digest = Crypto.sha256(Array(credential.utf8))
         var serverKey: Int?
         for (index, key) in serverKeyDigests.enumerated() where ConstantTime.equals(key, digest) { serverKey = index }
-        if let serverKey {
-            try limit("server:\(serverKey)", isServer: true)
-            return .server
-        }
+        if let serverKey { return .server(keyIndex: serverKey) }
         // Only something shaped like a JWT is tried as a token; anything else is a wrong key.
         guard credential.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 else {
             throw .unauthorized("invalid credentials")
@@ -58,7 +66,6 @@ package struct Authenticator: Sendable {
         } catch {
             throw .unauthorized(error.message)
         }
-        try limit("client:\(claims.userId)", isServer: false)
         return .client(claims)
     }
 

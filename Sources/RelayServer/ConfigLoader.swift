@@ -102,6 +102,8 @@ package enum ConfigLoader {
         integer("maxConnections", \.maxConnections, 1...1_000_000),
         integer("maxConnectionsPerIp", \.maxConnectionsPerIp, 0...1_000_000),
         integer("connectionTimeoutS", \.connectionTimeoutS, 0...86_400),
+        integer("requestHeaderTimeoutMs", \.requestHeaderTimeoutMs, 100...3_600_000),
+        integer("requestBodyTimeoutMs", \.requestBodyTimeoutMs, 100...3_600_000),
         integer("connectionMemoryBytes", \.connectionMemoryBytes, 4096...1_048_576),
         Setting(
             key: "logLevel",
@@ -216,9 +218,9 @@ package enum ConfigLoader {
         if let eventsUrl = config.eventsUrl {
             guard let url = try? PushURL(eventsUrl),
                 case .success(let list) = HostAllowList.parse(config.pushAllowedHosts),
-                list.allows(host: url.host)
+                list.allows(host: url.host, port: url.port)
             else {
-                throw Error(description: "eventsUrl must be an http(s) URL whose host is in pushAllowedHosts")
+                throw Error(description: "eventsUrl must be an http(s) URL whose host and port are in pushAllowedHosts")
             }
         }
         if config.pushRetryBaseMs > config.pushRetryCapMs {

@@ -44,7 +44,12 @@ package final class Metrics: Sendable {
 
     package init() {}
 
+    /// The `method` label's closed set: anything else is `other`, so that junk methods sent by
+    /// anyone cannot grow `/metrics` without bound (routes are templates or `unmatched` already).
+    static let methodLabels: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
     package func recordRequest(method: String, route: String, status: Int, seconds: Double) {
+        let method = Self.methodLabels.contains(method) ? method : "other"
         state.withLock { state in
             state.requests[RequestKey(method: method, route: route, status: status), default: 0] += 1
             state.latency[route, default: Histogram(bounds: Self.latencyBounds)].observe(seconds)

@@ -21,10 +21,10 @@ extension RelayAPI {
         } catch {
             throw .validation(error)
         }
-        guard allowList.allows(host: url.host) else {
+        guard allowList.allows(host: url.host, port: url.port) else {
             throw APIError(
                 400, "push_url_not_allowed",
-                "the push URL's host is not allowed; add it to PUSHRELAY_PUSH_ALLOWED_HOSTS")
+                "the push URL's host or port is not allowed; add 'host:port' to PUSHRELAY_PUSH_ALLOWED_HOSTS")
         }
         let now = self.now()
         let pushURL = json["pushUrl"]?.stringValue ?? ""

@@ -25,7 +25,7 @@ extension RelayAPI {
         if let epoch, epoch.isEmpty || epoch.utf8.count > 64 { throw .invalid("'epoch' must be 1 to 64 characters") }
         let accept: String
         switch WebSocketHandshake.validate(
-            method: request.method, header: { request.header($0) }, allowedOrigins: config.wsAllowedOrigins)
+            method: request.method, header: { request.header($0) }, allowedOrigins: allowedOrigins)
         {
         case .success(let value): accept = value
         case .failure(let refusal):

@@ -4,6 +4,7 @@ import RelayCrypto
 package import RelayHTTP
 import RelayStore
 import Synchronization
+import WebSocketCodec
 
 /// The REST API: routes, authentication, validation, and the calls into the store.
 package final class RelayAPI: Sendable {
@@ -19,6 +20,8 @@ package final class RelayAPI: Sendable {
     let now: @Sendable () -> Timestamp
     /// The WebSocket gateway and presence tracker.
     let live: LiveGateway?
+    /// `wsAllowedOrigins` in compared form; nil (the default, an empty list) allows every origin.
+    let allowedOrigins: Set<String>?
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
     let shuttingDown = Atomic<Bool>(false)
 
@@ -74,6 +77,9 @@ package final class RelayAPI: Sendable {
         self.allowList = allowList
         self.live = live
         self.now = now
+        allowedOrigins =
+            config.wsAllowedOrigins.isEmpty
+            ? nil : Set(config.wsAllowedOrigins.map(WebSocketHandshake.normalizedOrigin))
     }
 
     /// The HTTP server's handler: route, run, and turn thrown errors into JSON answers.
@@ -109,6 +115,25 @@ package final class RelayAPI: Sendable {
                 responder: responder, method: request.method, route: "unmatched", started: started, metrics: metrics,
                 logger: requestLogger)
             reply.send(APIError.notFound("no such endpoint: \(request.method) \(request.path)"))
+        }
+    }
+
+    /// Sees the head of every request that declares a body: without a valid credential it is
+    /// answered 401 at once and its body never read, so that nobody without a key or token can
+    /// make the relay buffer bodies. (Every body-carrying endpoint needs a credential.)
+    package func checkHead(_ request: HTTPRequest) -> HTTPResponse? {
+        do {
+            _ = try auth.verify(credential: Authenticator.bearer(request))
+            return nil
+        } catch {
+            let route: String
+            if case .found(_, let pattern, _) = Self.router.match(method: request.method, path: request.path) {
+                route = pattern
+            } else {
+                route = "unmatched"
+            }
+            metrics.recordRequest(method: request.method, route: route, status: error.status, seconds: 0)
+            return error.response
         }
     }
 

@@ -102,8 +102,22 @@ package final class RelayApp: @unchecked Sendable {
         httpConfig.maxConnectionsPerIP = config.maxConnectionsPerIp
         httpConfig.connectionTimeoutSeconds = config.connectionTimeoutS
         httpConfig.connectionMemoryBytes = config.connectionMemoryBytes
+        httpConfig.headerTimeoutMs = config.requestHeaderTimeoutMs
+        httpConfig.bodyTimeoutMs = config.requestBodyTimeoutMs
+        let throttle = LogThrottle(linesPerSecond: 2, burst: 10, now: clock())
+        httpConfig.errorLog = { [logger] text in
+            guard let dropped = throttle.admit(now: clock()) else { return }
+            logger.warning("http server error", ("detail", text), ("suppressed", String(dropped)))
+        }
         let api = self.api
-        http = HTTPServer(configuration: httpConfig) { request, responder in api.handle(request, responder) }
+        http = HTTPServer(configuration: httpConfig, headCheck: { api.checkHead($0) }) { request, responder in
+            api.handle(request, responder)
+        }
+        let http = self.http
+        metrics.registerGauge(
+            "pushrelay_connections",
+            help: "Open client connections, HTTP and WebSocket (the connection caps count these)."
+        ) { [weak http] in http?.connectionCount ?? 0 }
         pruneTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         trimTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         presenceTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))

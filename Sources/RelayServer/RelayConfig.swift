@@ -11,8 +11,10 @@ package struct RelayConfig: Sendable, Equatable {
     package var clientTokenSecret: String?
     /// `whsec_…` secret for webhook signatures. Nil: generated and stored.
     package var webhookSecret: String?
-    /// Hosts, `*.suffix`es, IPs and CIDRs a push or events URL may point at.
-    package var pushAllowedHosts = ["127.0.0.1", "::1"]
+    /// Hosts, `*.suffix`es, IPs and CIDRs a push or events URL may point at, each with an
+    /// optional `:port` or `:*` (none: 80 and 443 only). Empty by default: nothing is reachable
+    /// until the operator names the push gateway (`make run` allows loopback for development).
+    package var pushAllowedHosts: [String] = []
     /// The chat server's event webhook; nil for none.
     package var eventsUrl: String?
     /// A push job becomes due this long after it is queued (it is cancelled if the device shows up).
@@ -35,12 +37,18 @@ package struct RelayConfig: Sendable, Equatable {
     package var maxBodyBytes = 1 << 20
     /// HTTP worker threads (libmicrohttpd thread pool).
     package var httpThreads = 2
-    /// Open HTTP connections at most.
+    /// Open client connections at most, WebSockets included.
     package var maxConnections = 10_000
-    /// Open connections per client IP; 0 for no cap (keep 0 behind a proxy).
-    package var maxConnectionsPerIp = 0
-    /// Idle HTTP connections are closed after this many seconds.
+    /// Open connections per client address, WebSockets included; 0 for no cap. Set 0 behind a
+    /// reverse proxy (every client then has the proxy's address) and let the proxy cap instead.
+    package var maxConnectionsPerIp = 256
+    /// Idle HTTP connections are closed after this many seconds without a byte.
     package var connectionTimeoutS = 60
+    /// A request head must arrive in full within this time of the connection's accept or its
+    /// previous answer (a slow-header client is cut off; an idle keep-alive connection too).
+    package var requestHeaderTimeoutMs: Int64 = 20_000
+    /// A request body must arrive in full within this time of its head.
+    package var requestBodyTimeoutMs: Int64 = 60_000
     /// libmicrohttpd's memory per HTTP connection: bounds the request head (headers beyond it
     /// are refused). WebSockets release theirs once upgraded.
     package var connectionMemoryBytes = 16_384

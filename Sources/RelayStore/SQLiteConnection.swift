@@ -1,4 +1,5 @@
 internal import CSQLite
+import Glibc
 
 /// One SQLite connection. Not thread-safe: each connection is used by one thread at a time —
 /// the writer thread owns one, and `ReaderPool` lends the others out exclusively.
@@ -7,6 +8,7 @@ package final class SQLiteConnection {
     private var statements: [String: SQLiteStatement] = [:]
 
     package init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        if !readOnly { Self.createPrivately(path) }
         var db: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
@@ -19,6 +21,15 @@ package final class SQLiteConnection {
         handle = db
         sqlite3_busy_timeout(db, 5000)
         sqlite3_extended_result_codes(db, 0)
+    }
+
+    /// Creates a missing database file with mode 0600 whatever the umask: it holds the generated
+    /// server key and secrets. SQLite gives its `-wal` and `-shm` files the database file's mode.
+    private static func createPrivately(_ path: String) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }  // it exists (or SQLite will report why it cannot be opened)
+        _ = fchmod(fd, 0o600)
+        close(fd)
     }
 
     deinit {

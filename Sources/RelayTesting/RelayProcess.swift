@@ -67,6 +67,8 @@ public final class RelayProcess: @unchecked Sendable {
                 "--client-token-secret", "test-client-token-secret-0123456789abcdef",
                 // Tests drive clients much faster than people do; the limiter is tested on its own.
                 "--rate-limit-client-per-s", "0",
+                // Local webhook receivers on ephemeral ports (the default allows nothing local).
+                "--push-allowed-hosts", "127.0.0.1:*,[::1]:*",
             ] + extraArguments
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHRELAY_") }
         env.merge(environment) { $1 }

@@ -173,11 +173,7 @@ package final class WebSocketLoop: @unchecked Sendable {
         _ = write(wakeFD, &one, 8)
     }
 
-    static func nowMs() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-    }
+    static func nowMs() -> Int64 { MonotonicClock.milliseconds() }
 
     // MARK: The loop
 

@@ -24,10 +24,10 @@ public enum WebSocketHandshake {
     /// Validates a client's upgrade request; returns the `Sec-WebSocket-Accept` value.
     /// - Parameters:
     ///   - header: looks a request header up by lower-case name.
-    ///   - allowedOrigins: when non-nil, a request whose `Origin` is not listed is refused (403);
-    ///     requests without `Origin` (native apps) pass.
+    ///   - allowedOrigins: when non-nil, origins in `normalizedOrigin` form; a request whose
+    ///     `Origin` is not among them is refused (403). Requests without `Origin` (native apps) pass.
     public static func validate(
-        method: String, header: (String) -> String?, allowedOrigins: [String]? = nil
+        method: String, header: (String) -> String?, allowedOrigins: Set<String>? = nil
     ) -> Result<String, Refusal> {
         guard method == "GET" else {
             return .failure(Refusal(status: 405, reason: "a WebSocket upgrade must be a GET"))
@@ -44,10 +44,23 @@ public enum WebSocketHandshake {
         guard let key = header("sec-websocket-key")?.trimmingASCIISpaces(), Base64.decode(key)?.count == 16 else {
             return .failure(Refusal(status: 400, reason: "missing or malformed Sec-WebSocket-Key"))
         }
-        if let allowedOrigins, let origin = header("origin"), !allowedOrigins.contains(origin.lowercased()) {
+        if let allowedOrigins, let origin = header("origin"), !allowedOrigins.contains(normalizedOrigin(origin)) {
             return .failure(Refusal(status: 403, reason: "origin not allowed"))
         }
         return .success(acceptValue(forKey: key))
+    }
+
+    /// An origin as compared: scheme, host and port, case-insensitive (RFC 6454), with the
+    /// scheme's default port and a trailing slash dropped (`HTTPS://Chat.Example:443/` becomes
+    /// `https://chat.example`).
+    public static func normalizedOrigin(_ text: String) -> String {
+        var origin = text.trimmingASCIISpaces().lowercased()
+        if origin.hasSuffix("/") { origin.removeLast() }
+        for (scheme, port) in [("https://", ":443"), ("http://", ":80")]
+        where origin.hasPrefix(scheme) && origin.hasSuffix(port) {
+            origin.removeLast(port.count)
+        }
+        return origin
     }
 
     /// The client's request bytes. Extensions and subprotocols are not offered.

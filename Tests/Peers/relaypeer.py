@@ -41,7 +41,7 @@ class Relay:
         started = time.monotonic()
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", self.db, "--server-keys", self.key,
-             "--log-level", "warning", *self.extra],
+             "--log-level", "warning", "--push-allowed-hosts", "127.0.0.1:*,[::1]:*", *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()
         if "listening on" not in line:

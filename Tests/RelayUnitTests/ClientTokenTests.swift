@@ -90,4 +90,28 @@ import Testing
         #expect(Base64URL.decode("AB") == nil)  // "AA" is the canonical spelling: spare bits must be 0
         #expect(Base64URL.decode("a+b/") == nil)
     }
+
+    /// Libraries write `exp` = 2^63−1 or 1e300 for "never expires": no claim value may trap; such
+    /// values are clamped to 9999-12-31 (and a hugely negative one is simply expired).
+    @Test func extremeClaimsAreClampedNotTrapped() throws {
+        func signed(_ claims: String) -> String {
+            let input =
+                Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "."
+                + Base64URL.encode(Array(claims.utf8))
+            return input + "." + Base64URL.encode(Crypto.hmacSHA256(key: Self.secret, message: Array(input.utf8)))
+        }
+        for exp in ["9223372036854775807", "1e300", "18446744073709551616", "1.7976931348623157e308"] {
+            let claims = try codec.verify(signed(#"{"sub":"a","exp":\#(exp)}"#), now: now)
+            #expect(claims.expiresAt == ClientTokenCodec.latestDate)
+        }
+        let wide = try codec.verify(
+            signed(#"{"sub":"a","exp":1e300,"nbf":-9223372036854775808,"iat":-1e300}"#), now: now)
+        #expect(wide.notBefore == -ClientTokenCodec.latestDate)
+        #expect(throws: ClientTokenError.expired) {
+            try codec.verify(signed(#"{"sub":"a","exp":-9223372036854775808}"#), now: now)
+        }
+        #expect(throws: ClientTokenError.notYetValid) {
+            try codec.verify(signed(#"{"sub":"a","exp":1e300,"nbf":9223372036854775807}"#), now: now)
+        }
+    }
 }

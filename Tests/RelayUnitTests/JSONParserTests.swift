@@ -50,9 +50,18 @@ import Testing
         #expect(a.canonical.serialized != c.canonical.serialized)
     }
 
-    @Test func lastDuplicateMemberWins() throws {
-        let value = try JSONParser.parse(Array(#"{"a":1,"a":2}"#.utf8))
-        #expect(value["a"] == .number("2"))
+    /// I-JSON: a repeated name is refused (a signed `{"sub":"alice","sub":"bob"}` must not open
+    /// anyone's inbox), in small and large objects, nested, and for canonically equal names.
+    @Test func duplicateMemberNamesAreRefused() throws {
+        let many = (0..<20).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
+        for text in [
+            #"{"a":1,"a":2}"#, #"{"sub":"alice","sub":"bob"}"#, "{\(many),\"k19\":0}", #"{"x":{"y":1,"y":1}}"#,
+            "{\"\u{E9}\":1,\"e\u{301}\":2}",
+        ] {
+            #expect(throws: JSONParser.Error.self) { try JSONParser.parse(Array(text.utf8)) }
+        }
+        #expect(try JSONParser.parse(Array("{\(many)}".utf8))["k19"] == .number("19"))
+        _ = try JSONParser.parse(Array(#"[{"a":1},{"a":2}]"#.utf8))
     }
 
     @Test func writerSeparatesMembersAndElements() {

@@ -25,11 +25,13 @@ import Testing
     @Test(arguments: [
         "0.0.0.0", "10.0.0.1", "172.16.5.4", "192.168.0.1", "169.254.169.254", "100.64.1.1", "127.0.0.1",
         "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::1]", "[fe80::1]", "[fd00::1]", "[::]",
+        "[64:ff9b::7f00:1]", "[64:ff9b::a9fe:a9fe]", "[2002:7f00:1::1]", "[2002:c0a8:1::]", "[2001:0:4136:e378::1]",
+        "[64:ff9b:1::1]",
     ])
     func internalAddressesAreRefusedUnlessListed(_ host: String) throws {
         let guardian = SSRFGuard(allowList: try HostAllowList.parse(["push.example.com", "*.example.net"]).get())
         let url = try PushURL("http://\(host):8080/push")
-        #expect(!guardian.allowList.allows(host: url.host))  // refused at registration (400)
+        #expect(!guardian.allowList.allows(host: url.host, port: url.port))  // refused at registration (400)
         guard case .failure = guardian.addresses(for: url) else {  // and again at delivery
             Issue.record("\(host) was allowed")
             return
@@ -37,9 +39,11 @@ import Testing
     }
 
     @Test func explicitlyAllowedNetworksPass() throws {
-        let guardian = SSRFGuard(allowList: try HostAllowList.parse(["127.0.0.1", "::1", "10.1.0.0/16"]).get())
+        let guardian = SSRFGuard(
+            allowList: try HostAllowList.parse(["127.0.0.1:9", "[::1]:9", "10.1.0.0/16", "localhost:*"]).get())
         #expect((try? guardian.addresses(for: PushURL("http://127.0.0.1:9/p")).get()) != nil)
         #expect((try? guardian.addresses(for: PushURL("http://[::1]:9/p")).get()) != nil)
+        #expect((try? guardian.addresses(for: PushURL("http://127.0.0.1:2375/containers/json")).get()) == nil)
         #expect((try? guardian.addresses(for: PushURL("http://10.1.2.3/p")).get()) != nil)
         #expect((try? guardian.addresses(for: PushURL("http://10.2.0.1/p")).get()) == nil)
         // A name resolving to loopback is refused although loopback itself is allowed by address:
@@ -55,7 +59,14 @@ import Testing
     ])
     func malformedOrForeignURLsAreRefusedAtRegistration(_ text: String) {
         let list = (try? HostAllowList.parse(["push.example.com"]).get())
-        let accepted = (try? PushURL(text)).map { list?.allows(host: $0.host) == true } ?? false
+        let accepted = (try? PushURL(text)).map { list?.allows(host: $0.host, port: $0.port) == true } ?? false
         #expect(!accepted, "\(text)")
+    }
+
+    /// NAT64 and 6to4 addresses are judged by the IPv4 address they carry: a public one passes.
+    @Test func translatedPublicAddressesAreNotSpecial() throws {
+        #expect(IPAddress("64:ff9b::808:808")?.isSpecialPurpose == false)
+        #expect(IPAddress("2002:808:808::1")?.isSpecialPurpose == false)
+        #expect(IPAddress("64:ff9b::a00:1")?.isSpecialPurpose == true)
     }
 }

@@ -102,17 +102,44 @@ import Testing
 
     @Test func allowListMatchesHostsSuffixesAndNetworks() throws {
         let list = try HostAllowList.parse(["push.example.com", "*.apns.test", "10.1.0.0/16", "::1", "fd00::/8"]).get()
-        #expect(list.allows(host: "push.example.com"))
-        #expect(list.allows(host: "PUSH.example.com"))
-        #expect(!list.allows(host: "evil.push.example.com"))
-        #expect(list.allows(host: "a.apns.test"))
-        #expect(!list.allows(host: "apns.test"))
-        #expect(list.allows(host: "10.1.200.3"))
-        #expect(!list.allows(host: "10.2.0.1"))
-        #expect(list.allows(host: "[::1]"))
-        #expect(list.allows(host: "fd12::1"))
-        #expect(!list.allows(host: "127.0.0.1"))
-        #expect(!list.allows(host: "0x0a.1.0.1"))
+        #expect(list.allows(host: "push.example.com", port: 443))
+        #expect(list.allows(host: "PUSH.example.com", port: 443))
+        #expect(!list.allows(host: "evil.push.example.com", port: 443))
+        #expect(list.allows(host: "a.apns.test", port: 443))
+        #expect(!list.allows(host: "apns.test", port: 443))
+        #expect(list.allows(host: "10.1.200.3", port: 443))
+        #expect(!list.allows(host: "10.2.0.1", port: 443))
+        #expect(list.allows(host: "[::1]", port: 443))
+        #expect(list.allows(host: "fd12::1", port: 443))
+        #expect(!list.allows(host: "127.0.0.1", port: 443))
+        #expect(!list.allows(host: "0x0a.1.0.1", port: 443))
+    }
+
+    /// An entry without a port allows 80 and 443 only; `:N` that port, `:*` any (item 5 of the
+    /// hardening round: allowing loopback must not open every service on it).
+    @Test func allowListEntriesCarryPorts() throws {
+        let list = try HostAllowList.parse([
+            "push.example.com", "127.0.0.1:9000", "[::1]:9001", "gw.example.net:*", "10.0.0.0/8:8443",
+            "[fd00::]/8:7000", "*.apns.test:443",
+        ]).get()
+        #expect(list.allows(host: "push.example.com", port: 443))
+        #expect(list.allows(host: "push.example.com", port: 80))
+        #expect(!list.allows(host: "push.example.com", port: 8080))
+        #expect(list.allows(host: "127.0.0.1", port: 9000))
+        #expect(!list.allows(host: "127.0.0.1", port: 2375))
+        #expect(!list.allows(host: "127.0.0.1", port: 80))
+        #expect(list.allows(host: "[::1]", port: 9001))
+        #expect(!list.allows(host: "[::1]", port: 9000))
+        #expect(list.allows(host: "gw.example.net", port: 1))
+        #expect(list.allows(host: "10.9.9.9", port: 8443))
+        #expect(!list.allows(host: "10.9.9.9", port: 443))
+        #expect(list.allows(host: "fd00::5", port: 7000))
+        #expect(list.allows(host: "x.apns.test", port: 443))
+        #expect(!list.allows(host: "x.apns.test", port: 80))
+        for bad in ["127.0.0.1:0", "127.0.0.1:70000", "host:abc", "[::1", "[::1]x", "::1]:80", "a:b:c", ":80"] {
+            #expect((try? HostAllowList.parse([bad]).get()) == nil, "\(bad)")
+        }
+        #expect(try HostAllowList.parse(["::1", "fd00::/8"]).get().allows(host: "::1", port: 443))
     }
 
     @Test func pushURLs() throws {

@@ -21,7 +21,7 @@ import WebSocketCodec
 
     @Test func refusesBadRequests() {
         func status(
-            _ method: String = "GET", origins: [String]? = nil, _ change: (inout [String: String]) -> Void
+            _ method: String = "GET", origins: Set<String>? = nil, _ change: (inout [String: String]) -> Void
         ) -> Int? {
             var pairs = good
             change(&pairs)
@@ -41,6 +41,11 @@ import WebSocketCodec
         #expect(status(origins: ["https://app.example"]) { $0["origin"] = "https://evil.example" } == 403)
         #expect(status(origins: ["https://app.example"]) { $0["origin"] = "https://app.example" } == nil)
         #expect(status(origins: ["https://app.example"]) { _ in } == nil)  // native clients send no Origin
+        // Scheme, host and port compare case-insensitively; a default port is the same origin.
+        #expect(status(origins: ["https://app.example"]) { $0["origin"] = "HTTPS://App.Example:443" } == nil)
+        #expect(status(origins: ["http://localhost:8000"]) { $0["origin"] = "http://LOCALHOST:8000" } == nil)
+        #expect(status(origins: ["http://localhost:8000"]) { $0["origin"] = "http://localhost:8001" } == 403)
+        #expect(WebSocketHandshake.normalizedOrigin("HTTPS://Chat.Example:443/") == "https://chat.example")
     }
 
     @Test func clientSideParsesAndChecksTheResponse() throws {
