@@ -66,6 +66,7 @@ test: deps $(VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	Tests/Peers/contract.sh .build/debug/pushrelay 15
 	$(VENV)/bin/python Tests/Peers/faults.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/adversary.py .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
 	$(MAKE) asan

@@ -55,7 +55,7 @@ let package = Package(
         .target(name: "RelayPush", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
-            name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayHTTP", "CLinux", "RelayLocks"],
+            name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayCore", "RelayHTTP", "CLinux", "RelayLocks"],
             swiftSettings: swiftSettings),
 
         // MARK: Wiring and executable

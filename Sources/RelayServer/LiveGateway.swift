@@ -14,15 +14,9 @@ final class LiveGateway: WebSocketLoopDelegate {
 
     /// A live frame not acked this long becomes a push job for its device.
     let ackTimeoutMs: Int64
-    /// Frames per second a client may send before it is closed with 1008.
-    let framesPerSecond: Int
 
-    init(
-        loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, ackTimeoutMs: Int64,
-        framesPerSecond: Int
-    ) {
+    init(loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, ackTimeoutMs: Int64) {
         self.ackTimeoutMs = ackTimeoutMs
-        self.framesPerSecond = framesPerSecond
         self.loop = loop
         self.hub = hub
         self.store = store
@@ -35,7 +29,7 @@ final class LiveGateway: WebSocketLoopDelegate {
         let session = LiveSession(
             handle: handle, userId: userId, deviceId: deviceId, store: store,
             logger: logger.with("user.id", userId).with("device.id", deviceId), ackTimeoutMs: ackTimeoutMs,
-            framesPerSecond: framesPerSecond, now: hub.now)
+            now: hub.now)
         hub.register(session)  // before the catch-up is read: see LiveSession
         session.start(after: after, clientEpoch: epoch)
     }
@@ -56,10 +50,6 @@ final class LiveGateway: WebSocketLoopDelegate {
 
     func webSocket(_ connection: WebSocketHandle, received message: WebSocketConnection.Message) {
         guard let session = hub.session(connection.id) else { return }
-        guard session.allowFrame(now: hub.now()) else {
-            connection.close(code: CloseCode.policyViolation, reason: "rate limited")
-            return
-        }
         guard case .text(let text) = message else {
             connection.close(code: CloseCode.unsupportedData, reason: "only text frames are accepted")
             return

@@ -33,8 +33,6 @@ final class LiveSession: @unchecked Sendable {
     /// the first of them, and whatever the user has not acked by then is pushed.
     private var unchecked: (after: Int64, upTo: Int64)?
     private let ackTimeoutMs: Int64
-    /// Frames the client may send (token bucket), checked on the loop thread only.
-    private let frameBudget: LockedValue<TokenBucket>
 
     /// Session work (catch-up reads, fan-out) runs on a few serial queues rather than the global
     /// pool, so that thousands of sessions starting at once do not spawn a thread each.
@@ -49,12 +47,10 @@ final class LiveSession: @unchecked Sendable {
 
     init(
         handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
-        ackTimeoutMs: Int64, framesPerSecond: Int, now: @escaping @Sendable () -> Timestamp
+        ackTimeoutMs: Int64, now: @escaping @Sendable () -> Timestamp
     ) {
         self.now = now
         self.ackTimeoutMs = ackTimeoutMs
-        frameBudget = LockedValue(
-            TokenBucket(ratePerSecond: Double(framesPerSecond), burst: Double(framesPerSecond) * 3, now: now()))
         self.handle = handle
         self.userId = userId
         self.deviceId = deviceId
@@ -176,11 +172,6 @@ final class LiveSession: @unchecked Sendable {
     private func fail(_ error: any Error) {
         logger.error("catch-up failed", ("error", "\(error)"))
         handle.close(code: CloseCode.internalError, reason: "store unavailable")
-    }
-
-    /// Whether the client may send another frame now (else it is closed with 1008).
-    func allowFrame(now: Timestamp) -> Bool {
-        frameBudget.withLock { $0.take(now: now) == nil }
     }
 
     func markClosed() { queue.async { [self] in closed = true } }

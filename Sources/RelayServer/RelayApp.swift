@@ -48,6 +48,7 @@ package final class RelayApp: @unchecked Sendable {
         loopConfig.pingIntervalMs = config.pingIntervalMs
         loopConfig.deadAfterMs = config.wsDeadAfterMs
         loopConfig.maxQueuedBytes = config.wsMaxQueuedBytes
+        loopConfig.maxFramesPerSecond = config.wsFramesPerS
         webSockets = try WebSocketLoop(configuration: loopConfig)
         let events = EventOutbox(store: store, metrics: metrics, logger: logger, deliver: config.eventsUrl != nil)
         let hub = LiveHub(store: store, logger: logger, events: events, debounceMs: config.pushDelayMs, now: clock)
@@ -62,8 +63,7 @@ package final class RelayApp: @unchecked Sendable {
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, now: clock)
         gateway = LiveGateway(
-            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs,
-            framesPerSecond: config.wsFramesPerS)
+            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs)
         let loop = webSockets
         // Weak captures: the gauges live in `metrics`, which these objects hold (no cycle).
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {

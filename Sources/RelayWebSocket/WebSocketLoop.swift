@@ -1,5 +1,6 @@
 internal import CLinux
 import Glibc
+import RelayCore
 package import RelayHTTP
 import RelayLocks
 import Synchronization
@@ -56,8 +57,15 @@ package final class WebSocketLoop: @unchecked Sendable {
         package var deadAfterMs: Int64 = 60_000
         /// Bytes queued for a slow reader before it is closed with 1008 (it catches up on reconnect).
         /// One batch is always accepted on an empty queue, so memory stays within the larger of
-        /// this and one batch.
+        /// this and one batch. The server's pongs count too: a client that pings and never reads
+        /// is closed like any slow reader.
         package var maxQueuedBytes = 4 << 20
+        /// Frames a client may send per second, control frames included (burst 3×); beyond it
+        /// the socket is closed with 1008. 0 for no limit.
+        package var maxFramesPerSecond = 0
+        /// Bytes read from one socket per loop turn, so that a flooding client cannot starve the
+        /// others (the rest is read on the next turn).
+        package var readBudgetBytes = 65_536
         /// How long a close handshake may take before the socket is closed anyway.
         package var closeTimeoutMs: Int64 = 5_000
 
@@ -85,11 +93,17 @@ package final class WebSocketLoop: @unchecked Sendable {
         var closeCode: UInt16 = CloseCode.noStatus
         /// Called when the output next becomes empty.
         var onFlushed: [@Sendable () -> Void] = []
+        /// The client's frame budget; nil for no limit.
+        var frameBudget: TokenBucket?
 
-        init(socket: UpgradedSocket, maxMessageBytes: Int, now: Int64) {
+        init(socket: UpgradedSocket, configuration: Configuration, now: Int64) {
             self.socket = socket
-            protocolState = WebSocketConnection(role: .server, maxMessageSize: maxMessageBytes)
+            protocolState = WebSocketConnection(role: .server, maxMessageSize: configuration.maxMessageBytes)
             lastHeard = now
+            if configuration.maxFramesPerSecond > 0 {
+                let rate = Double(configuration.maxFramesPerSecond)
+                frameBudget = TokenBucket(ratePerSecond: rate, burst: rate * 3, now: Timestamp(milliseconds: now))
+            }
         }
 
         var queuedBytes: Int { output.count - outputOffset }
@@ -104,6 +118,9 @@ package final class WebSocketLoop: @unchecked Sendable {
     private let running = Atomic<Bool>(true)
     private let openCount = Atomic<Int>(0)
     private var connections: [UInt64: Connection] = [:]
+    /// Connections with input left to read after their budget ran out (epoll is edge-triggered:
+    /// it will not report them again).
+    private var unread: Set<UInt64> = []
     private var thread: pthread_t?
     private let stopped = Atomic<Bool>(false)
 
@@ -181,7 +198,7 @@ package final class WebSocketLoop: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var nextTimerCheck = Self.nowMs() + 1000
         while running.load(ordering: .acquiring) {
-            let timeout = Int32(max(0, min(1000, nextTimerCheck - Self.nowMs())))
+            let timeout = unread.isEmpty ? Int32(max(0, min(1000, nextTimerCheck - Self.nowMs()))) : 0
             let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
             if count < 0, errno != EINTR { break }
             for index in 0..<max(0, Int(count)) {
@@ -197,6 +214,13 @@ package final class WebSocketLoop: @unchecked Sendable {
                     readAvailable(id, connection)
                 }
                 if flags & EPOLLOUT.rawValue != 0, connections[id] != nil { flush(id, connection) }
+            }
+            if !unread.isEmpty {
+                let pending = unread
+                unread = []
+                for id in pending {
+                    if let connection = connections[id] { readAvailable(id, connection) }
+                }
             }
             drainInbox()
             let now = Self.nowMs()
@@ -242,7 +266,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     }
 
     private func register(_ id: UInt64, _ socket: UpgradedSocket) {
-        let connection = Connection(socket: socket, maxMessageBytes: configuration.maxMessageBytes, now: Self.nowMs())
+        let connection = Connection(socket: socket, configuration: configuration, now: Self.nowMs())
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
         event.data.u64 = id
@@ -258,9 +282,15 @@ package final class WebSocketLoop: @unchecked Sendable {
 
     private func readAvailable(_ id: UInt64, _ connection: Connection) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
+        var budget = configuration.readBudgetBytes
         while connections[id] != nil {
+            guard budget > 0 else {
+                unread.insert(id)
+                return
+            }
             let count = buffer.withUnsafeMutableBytes { recv(connection.socket.fd, $0.baseAddress, $0.count, 0) }
             if count > 0 {
+                budget -= count
                 process(id, connection, buffer[0..<count])
                 continue
             }
@@ -273,11 +303,23 @@ package final class WebSocketLoop: @unchecked Sendable {
     }
 
     private func process(_ id: UInt64, _ connection: Connection, _ bytes: some Sequence<UInt8>) {
-        connection.lastHeard = Self.nowMs()
+        let now = Self.nowMs()
+        connection.lastHeard = now
         connection.pingOutstanding = false
         for output in connection.protocolState.receive(bytes) {
+            if case .closed = output {
+            } else if connection.frameBudget?.take(now: Timestamp(milliseconds: now)) != nil {
+                startClose(id, connection, code: CloseCode.policyViolation, reason: "rate limited")
+                return
+            }
             switch output {
             case .write(let frame):
+                // A pong (or the echo of a close): it counts against the same bound as data.
+                guard connection.closeDeadline == nil, !connection.closeWhenFlushed else { continue }
+                guard connection.queuedBytes + frame.count <= configuration.maxQueuedBytes else {
+                    startClose(id, connection, code: CloseCode.policyViolation, reason: "slow consumer")
+                    return
+                }
                 connection.output += frame
             case .message(let message):
                 delegate?.webSocket(WebSocketHandle(id: id, loop: self), received: message)

@@ -508,6 +508,7 @@ def unauthenticated_bodies(binary):
         detail = (f"outcomes {tally} (None: no answer in 8 s), {written[0] / MB:.0f} MB of body written; "
                   f"RSS {rss_before / MB:.1f} -> peak {peak[0] / MB:.1f} -> {rss_after / MB:.1f} MB")
         assert all(outcome in (401, "closed", None, "connect failed") for outcome in outcomes), detail
+        assert outcomes.count(401) >= 100, "too few answers to mean anything: " + detail
         assert peak[0] - rss_before < 100 * MB, detail
         relay.assert_alive()
         return detail
