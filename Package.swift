@@ -50,7 +50,7 @@ let package = Package(
         // MARK: I/O layers
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
         .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "RelayLocks"], swiftSettings: swiftSettings),
-        .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayLocks"], swiftSettings: swiftSettings),
+        .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// Outbound webhooks: the HTTP client for push and event deliveries.
         .target(name: "RelayPush", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.

@@ -50,6 +50,7 @@ static inline struct MHD_Daemon *pr_mhd_start(pr_mhd_settings settings,
     unsigned int limit = settings.connection_limit ? settings.connection_limit : FD_SETSIZE - 4;
     size_t memory = settings.connection_memory_limit ? settings.connection_memory_limit : 32 * 1024;
     return MHD_start_daemon(settings.flags, 0, settings.accept_policy, settings.accept_policy_cls, handler, handler_cls,
+                            MHD_OPTION_EXTERNAL_LOGGER, pr_mhd_log_trampoline, (void *)settings.logger,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)settings.listen_fd,
                             MHD_OPTION_THREAD_POOL_SIZE, pool,
                             MHD_OPTION_CONNECTION_LIMIT, limit,
@@ -58,7 +59,6 @@ static inline struct MHD_Daemon *pr_mhd_start(pr_mhd_settings settings,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, settings.notify_connection, settings.notify_connection_cls,
-                            MHD_OPTION_EXTERNAL_LOGGER, pr_mhd_log_trampoline, (void *)settings.logger,
                             MHD_OPTION_END);
 }
 

@@ -27,6 +27,8 @@ final class ConnectionTable: Sendable {
         var deadline: Int64?
         /// False once the connection's place in the counts moved to its upgraded socket.
         var counted = true
+        /// Between the head and the end of a declared body.
+        var readingBody = false
     }
 
     private struct State {
@@ -72,19 +74,22 @@ final class ConnectionTable: Sendable {
 
     /// The request head is in: a body to come gets its own deadline; otherwise none runs.
     func headReceived(_ id: UInt64, expectsBody: Bool, now: Int64) {
-        setDeadline(id, expectsBody ? now + limits.bodyTimeoutMs : nil)
+        setDeadline(id, expectsBody ? now + limits.bodyTimeoutMs : nil, readingBody: expectsBody)
     }
 
     /// The whole request is in; the handler runs.
-    func requestReceived(_ id: UInt64) { setDeadline(id, nil) }
+    func requestReceived(_ id: UInt64) { setDeadline(id, nil, readingBody: false) }
 
     /// The answer went out: the next request's head must arrive in time.
-    func requestCompleted(_ id: UInt64, now: Int64) { setDeadline(id, now + limits.headerTimeoutMs) }
+    func requestCompleted(_ id: UInt64, now: Int64) {
+        setDeadline(id, now + limits.headerTimeoutMs, readingBody: false)
+    }
 
-    private func setDeadline(_ id: UInt64, _ deadline: Int64?) {
+    private func setDeadline(_ id: UInt64, _ deadline: Int64?, readingBody: Bool) {
         state.withLock { state in
             guard state.entries[id]?.counted == true else { return }  // upgraded: the WebSocket's
             state.entries[id]?.deadline = deadline
+            state.entries[id]?.readingBody = readingBody
         }
     }
 
@@ -111,20 +116,29 @@ final class ConnectionTable: Sendable {
     }
 
     /// Shuts down every connection past its deadline (libmicrohttpd then sees the end of the
-    /// stream and closes it); returns how many. Runs under the lock, so a descriptor is never
-    /// touched after `closed` (libmicrohttpd notifies before it closes).
+    /// stream and closes it), and every one whose client hung up in the middle of a body (with
+    /// edge-triggered epoll, libmicrohttpd misses an end of stream that came with the last bytes
+    /// and would hold the request until its timeout); returns how many. Runs under the lock, so a
+    /// descriptor is never touched after `closed` (libmicrohttpd notifies before it closes).
     @discardableResult
     func expire(now: Int64) -> Int {
         state.withLock { state in
             var expired = 0
             for (id, entry) in state.entries {
-                guard let deadline = entry.deadline, now >= deadline else { continue }
+                guard let deadline = entry.deadline else { continue }
+                guard now >= deadline || (entry.readingBody && Self.peerHungUp(entry.fd)) else { continue }
                 shutdown(entry.fd, Int32(SHUT_RDWR))
                 state.entries[id]?.deadline = nil
                 expired += 1
             }
             return expired
         }
+    }
+
+    /// The peer closed its side and nothing is left to read.
+    private static func peerHungUp(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
     }
 
     /// Open connections, WebSockets included.

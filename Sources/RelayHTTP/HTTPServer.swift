@@ -1,6 +1,7 @@
 internal import CMicroHTTPD
 import Dispatch
 import Glibc
+import RelayCore
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd: epoll, an internal thread pool, suspend/resume so that

@@ -5,6 +5,10 @@ import RelayLocks
 /// A small blocking HTTP/1.1 client for webhook POSTs over plain HTTP, with keep-alive
 /// connections pooled per address.
 ///
+/// An attempt has one wall-clock deadline (`totalTimeoutMs`) for connect, send, status line and
+/// body together: a receiver that trickles its answer a byte a second fails like one that never
+/// answers. Only `maxBodyBytes` of an answer's body are read; a longer one ends the connection.
+///
 /// Written here rather than using URLSession, which delivered ~214 pushes/s on this platform
 /// (measurement in BENCHMARKS.md); and it connects to the exact address the SSRF guard checked,
 /// so a DNS answer cannot change between the check and the connection.
@@ -23,6 +27,8 @@ package final class WebhookClient: Sendable {
     private let maxIdlePerAddress: Int
     let connectTimeoutMs: Int
     let totalTimeoutMs: Int
+    /// The most of an answer's body that is read (and thrown away) to keep the connection.
+    static let maxBodyBytes = 16_384
 
     package init(connectTimeoutMs: Int = 5000, totalTimeoutMs: Int = 10_000, maxIdlePerAddress: Int = 64) {
         self.connectTimeoutMs = connectTimeoutMs
@@ -43,19 +49,20 @@ package final class WebhookClient: Sendable {
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         let request = Array(head.utf8) + body
+        let deadline = Deadline(milliseconds: totalTimeoutMs)
         // A pooled connection may have been closed by the peer meanwhile: one fresh retry.
         if let pooled = idle.withLock({ $0[key]?.popLast() }) {
-            if let response = try? exchange(pooled, request, key: key) { return response }
+            if let response = try? exchange(pooled, request, key: key, deadline: deadline) { return response }
         }
-        let fd = try connect(address, port: url.port)
-        return try exchange(fd, request, key: key)
+        let fd = try connect(address, port: url.port, deadline: deadline)
+        return try exchange(fd, request, key: key, deadline: deadline)
     }
 
-    private func exchange(_ fd: Int32, _ request: [UInt8], key: String) throws(Failure) -> Response {
-        setTimeouts(fd, milliseconds: totalTimeoutMs)
+    private func exchange(_ fd: Int32, _ request: [UInt8], key: String, deadline: Deadline) throws(Failure) -> Response
+    {
         do {
-            try writeAll(fd, request)
-            let (response, keepAlive) = try readResponse(fd)
+            try writeAll(fd, request, deadline: deadline)
+            let (response, keepAlive) = try readResponse(fd, deadline: deadline)
             if keepAlive {
                 let pooled = idle.withLock { pool -> Bool in
                     guard pool[key, default: []].count < maxIdlePerAddress else { return false }
@@ -75,7 +82,7 @@ package final class WebhookClient: Sendable {
 
     // MARK: Socket work
 
-    private func connect(_ address: IPAddress, port: Int) throws(Failure) -> Int32 {
+    private func connect(_ address: IPAddress, port: Int, deadline: Deadline) throws(Failure) -> Int32 {
         let family = address.isIPv4 ? AF_INET : AF_INET6
         let fd = socket(
             family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -109,7 +116,7 @@ package final class WebhookClient: Sendable {
                 throw Failure(description: "connect failed: \(String(cString: strerror(code)))")
             }
             var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            let ready = poll(&poller, 1, Int32(connectTimeoutMs))
+            let ready = poll(&poller, 1, Int32(min(connectTimeoutMs, deadline.remaining)))
             var error: Int32 = 0
             var size = socklen_t(MemoryLayout<Int32>.size)
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size)
@@ -125,25 +132,20 @@ package final class WebhookClient: Sendable {
         return fd
     }
 
-    private func setTimeouts(_ fd: Int32, milliseconds: Int) {
-        var timeout = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(Failure) {
+    private func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) throws(Failure) {
         var offset = 0
         while offset < bytes.count {
+            try deadline.arm(fd, SO_SNDTIMEO)
             let sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             guard sent > 0 else { throw Failure(description: errno == EAGAIN ? "timed out" : "send failed") }
             offset += sent
         }
     }
 
-    /// Reads one response (status, headers, and the body, which is discarded); says whether the
-    /// connection may be reused.
-    private func readResponse(_ fd: Int32) throws(Failure) -> (Response, Bool) {
-        var reader = ResponseReader(fd: fd)
+    /// Reads one response (status, headers, and up to `maxBodyBytes` of the body, which is
+    /// discarded); says whether the connection may be reused.
+    private func readResponse(_ fd: Int32, deadline: Deadline) throws(Failure) -> (Response, Bool) {
+        var reader = ResponseReader(fd: fd, deadline: deadline)
         let headLines = try reader.head()
         guard let statusLine = headLines.first, statusLine.hasPrefix("HTTP/1."),
             let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "")
@@ -155,9 +157,13 @@ package final class WebhookClient: Sendable {
         }
         var keepAlive = statusLine.hasPrefix("HTTP/1.1") && headers["connection"]?.lowercased() != "close"
         if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
-            try reader.skipChunked()
+            keepAlive = try reader.skipChunked(upTo: Self.maxBodyBytes) && keepAlive
         } else if let length = headers["content-length"].flatMap({ Int($0) }) {
-            try reader.skip(length)
+            if length <= Self.maxBodyBytes {
+                try reader.skip(length)
+            } else {
+                keepAlive = false  // not worth reading: the answer is in the status line
+            }
         } else if status != 204 && status != 304 && !(100..<200).contains(status) {
             keepAlive = false  // body until close: do not read it, do not reuse
         }
@@ -165,13 +171,38 @@ package final class WebhookClient: Sendable {
     }
 }
 
-/// Buffered reads of one response from a blocking socket.
+/// The one wall-clock deadline of a delivery attempt.
+struct Deadline {
+    let at: Int64
+
+    init(milliseconds: Int) { at = MonotonicClock.milliseconds() + Int64(milliseconds) }
+
+    /// Milliseconds left, at least 0.
+    var remaining: Int { Int(max(0, at - MonotonicClock.milliseconds())) }
+
+    /// Sets the socket's receive or send timeout to the time left; throws once none is.
+    func arm(_ fd: Int32, _ option: Int32) throws(WebhookClient.Failure) {
+        let left = remaining
+        guard left > 0 else { throw WebhookClient.Failure(description: "timed out") }
+        var timeout = timeval(tv_sec: left / 1000, tv_usec: (left % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+/// Buffered reads of one response from a blocking socket, each within the attempt's deadline.
 private struct ResponseReader {
     let fd: Int32
+    let deadline: Deadline
     var buffer: [UInt8] = []
     static let maxHead = 64 * 1024
 
+    init(fd: Int32, deadline: Deadline) {
+        self.fd = fd
+        self.deadline = deadline
+    }
+
     mutating func fill() throws(WebhookClient.Failure) {
+        try deadline.arm(fd, SO_RCVTIMEO)
         var chunk = [UInt8](repeating: 0, count: 16_384)
         let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if count > 0 {
@@ -223,16 +254,21 @@ private struct ResponseReader {
         }
     }
 
-    mutating func skipChunked() throws(WebhookClient.Failure) {
+    /// Skips a chunked body of at most `limit` bytes; false (stop reading, drop the connection)
+    /// when it is longer.
+    mutating func skipChunked(upTo limit: Int) throws(WebhookClient.Failure) -> Bool {
+        var total = 0
         while true {
             let sizeLine = try line()
-            guard let size = Int(sizeLine.split(separator: ";").first ?? "", radix: 16) else {
+            guard let size = Int(sizeLine.split(separator: ";").first ?? "", radix: 16), size >= 0 else {
                 throw WebhookClient.Failure(description: "malformed chunked body")
             }
             if size == 0 {
                 while try !line().isEmpty {}  // trailers
-                return
+                return true
             }
+            guard size <= limit - total else { return false }  // (no overflow on a huge size)
+            total += size
             try skip(size + 2)
         }
     }

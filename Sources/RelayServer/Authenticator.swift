@@ -16,15 +16,17 @@ package struct Authenticator: Sendable {
     /// independent of the keys' lengths.
     private let serverKeyDigests: [[UInt8]]
     package let tokens: ClientTokenCodec
+    let revocations: TokenRevocations
     private let now: @Sendable () -> Timestamp
     private let limiter: RateLimiter?
 
     init(
-        serverKeys: [String], tokens: ClientTokenCodec, limiter: RateLimiter? = nil,
-        now: @escaping @Sendable () -> Timestamp
+        serverKeys: [String], tokens: ClientTokenCodec, revocations: TokenRevocations = TokenRevocations([]),
+        limiter: RateLimiter? = nil, now: @escaping @Sendable () -> Timestamp
     ) {
         serverKeyDigests = serverKeys.map { Crypto.sha256(Array($0.utf8)) }
         self.tokens = tokens
+        self.revocations = revocations
         self.limiter = limiter
         self.now = now
     }
@@ -60,13 +62,21 @@ package struct Authenticator: Sendable {
         guard credential.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 else {
             throw .unauthorized("invalid credentials")
         }
+        return .client(try verifyToken(credential))
+    }
+
+    /// A client token: signature, time claims, and not revoked by deleting its device.
+    func verifyToken(_ token: String) throws(APIError) -> ClientClaims {
         let claims: ClientClaims
         do {
-            claims = try tokens.verify(credential, now: now().seconds)
+            claims = try tokens.verify(token, now: now().seconds)
         } catch {
             throw .unauthorized(error.message)
         }
-        return .client(claims)
+        guard !revocations.isRevoked(claims) else {
+            throw .unauthorized("the token was revoked: its device was deleted")
+        }
+        return claims
     }
 
     /// 429 with `Retry-After` when the caller spent its budget.

@@ -14,22 +14,31 @@ final class LiveGateway: WebSocketLoopDelegate {
 
     /// A live frame not acked this long becomes a push job for its device.
     let ackTimeoutMs: Int64
+    /// Checks the tokens of `refresh` frames.
+    let auth: Authenticator
 
-    init(loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, ackTimeoutMs: Int64) {
+    init(
+        loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, ackTimeoutMs: Int64,
+        auth: Authenticator
+    ) {
         self.ackTimeoutMs = ackTimeoutMs
+        self.auth = auth
         self.loop = loop
         self.hub = hub
         self.store = store
         self.logger = logger
     }
 
-    /// Takes an upgraded socket and starts its session.
-    func open(_ socket: UpgradedSocket, userId: String, deviceId: String, after: Int64, epoch: String?) {
+    /// Takes an upgraded socket and starts its session, which ends when its token expires.
+    func open(
+        _ socket: UpgradedSocket, claims: ClientClaims, deviceId: String, after: Int64, epoch: String?
+    ) {
         let handle = loop.adopt(socket)
+        let userId = claims.userId
         let session = LiveSession(
             handle: handle, userId: userId, deviceId: deviceId, store: store,
             logger: logger.with("user.id", userId).with("device.id", deviceId), ackTimeoutMs: ackTimeoutMs,
-            now: hub.now)
+            tokenExpiresAt: claims.expiresAt + auth.tokens.leeway, now: hub.now)
         hub.register(session)  // before the catch-up is read: see LiveSession
         session.start(after: after, clientEpoch: epoch)
     }
@@ -78,6 +87,21 @@ final class LiveGateway: WebSocketLoopDelegate {
             hub.setBackground(connection.id, true)
         case "foreground":
             hub.setBackground(connection.id, false)
+        case "refresh":
+            // A fresh token for the same user and device keeps the socket open past the old one's expiry.
+            guard let token = json["token"]?.stringValue, let claims = try? auth.verifyToken(token),
+                claims.userId == session.userId, claims.deviceId == nil || claims.deviceId == session.deviceId
+            else {
+                connection.close(code: CloseCode.policyViolation, reason: "invalid token")
+                return
+            }
+            session.refreshToken(expiresAt: claims.expiresAt + auth.tokens.leeway)
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("type", "refreshed")
+            writer.member("expiresAt", Timestamp(milliseconds: claims.expiresAt * 1000))
+            writer.endObject()
+            connection.send(text: String(decoding: writer.bytes, as: UTF8.self))
         default:
             break  // unknown types are ignored, so that newer clients work with this relay
         }

@@ -2,6 +2,7 @@ import RelayCore
 import RelayLocks
 import RelayStore
 import RelayWebSocket
+import WebSocketCodec
 
 /// Who is connected, and which sessions a message for a user goes to: the presence tracker and
 /// the fan-out of live messages.
@@ -145,6 +146,21 @@ final class LiveHub: Sendable {
         guard !sessions.isEmpty else { return }
         let bytes = frame()
         for session in sessions { session.deliver(seq: seq, frame: bytes) }
+    }
+
+    /// Closes every socket of one device with 1008 (its tokens were revoked).
+    func close(userId: String, deviceId: String, reason: String) {
+        let sessions = state.withLock { state in
+            state.devices[userId]?[deviceId]?.sessions.keys.compactMap { state.sessions[$0] } ?? []
+        }
+        for session in sessions { session.handle.close(code: CloseCode.policyViolation, reason: reason) }
+    }
+
+    /// Closes with 1008 `token expired` every socket whose token has expired by `now` (the
+    /// client refreshes its token and reconnects, or sends a `refresh` frame in time).
+    func closeExpiredSessions(now: Timestamp) {
+        let expired = state.withLock { state in state.sessions.values.filter { $0.tokenExpired(at: now) } }
+        for session in expired { session.handle.close(code: CloseCode.policyViolation, reason: "token expired") }
     }
 
     /// Open sockets of one user.

@@ -3,6 +3,7 @@ import RelayCore
 import RelayLocks
 import RelayStore
 import RelayWebSocket
+import Synchronization
 import WebSocketCodec
 
 /// One client's WebSocket session: `welcome`, the catch-up after its cursor, `synced`, then live
@@ -33,6 +34,9 @@ final class LiveSession: @unchecked Sendable {
     /// the first of them, and whatever the user has not acked by then is pushed.
     private var unchecked: (after: Int64, upTo: Int64)?
     private let ackTimeoutMs: Int64
+    /// When the client's token stops being valid (seconds, leeway included); the socket is
+    /// closed then unless a `refresh` frame moved it. `Int64.max` once the close was ordered.
+    private let tokenExpiresAt: Atomic<Int64>
 
     /// Session work (catch-up reads, fan-out) runs on a few serial queues rather than the global
     /// pool, so that thousands of sessions starting at once do not spawn a thread each.
@@ -47,9 +51,10 @@ final class LiveSession: @unchecked Sendable {
 
     init(
         handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
-        ackTimeoutMs: Int64, now: @escaping @Sendable () -> Timestamp
+        ackTimeoutMs: Int64, tokenExpiresAt: Int64, now: @escaping @Sendable () -> Timestamp
     ) {
         self.now = now
+        self.tokenExpiresAt = Atomic(tokenExpiresAt)
         self.ackTimeoutMs = ackTimeoutMs
         self.handle = handle
         self.userId = userId
@@ -172,6 +177,24 @@ final class LiveSession: @unchecked Sendable {
     private func fail(_ error: any Error) {
         logger.error("catch-up failed", ("error", "\(error)"))
         handle.close(code: CloseCode.internalError, reason: "store unavailable")
+    }
+
+    /// True once, when the token has expired at `now`.
+    func tokenExpired(at now: Timestamp) -> Bool {
+        let expiresAt = tokenExpiresAt.load(ordering: .relaxed)
+        guard expiresAt != Int64.max, now.seconds >= expiresAt else { return false }
+        return tokenExpiresAt.compareExchange(expected: expiresAt, desired: Int64.max, ordering: .relaxed).exchanged
+    }
+
+    /// A `refresh` frame carried a valid token for this user and device.
+    func refreshToken(expiresAt: Int64) {
+        var current = tokenExpiresAt.load(ordering: .relaxed)
+        while current != Int64.max, current < expiresAt {
+            let (exchanged, original) = tokenExpiresAt.compareExchange(
+                expected: current, desired: expiresAt, ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
     }
 
     func markClosed() { queue.async { [self] in closed = true } }

@@ -27,6 +27,9 @@ final class PushNotifier: @unchecked Sendable {
         var connectTimeoutSeconds = 5.0
         /// Threads doing blocking deliveries; a hung receiver holds one of them until its timeout.
         var deliveryThreads = 64
+        /// Deliveries in flight at most per receiver `host:port`: one slow host never holds more
+        /// than this share of the threads (its other jobs wait, due, for the next poll).
+        var deliveriesPerHost = 16
     }
 
     private let store: any RelayStore
@@ -52,6 +55,8 @@ final class PushNotifier: @unchecked Sendable {
     private let pollScheduled = LockedValue(false)
     /// One breaker per receiver `host:port`.
     private let breakers = LockedValue<[String: CircuitBreaker]>([:])
+    /// Deliveries in flight per receiver `host:port`.
+    private let hostsInFlight = LockedValue<[String: Int]>([:])
 
     init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
@@ -125,7 +130,12 @@ final class PushNotifier: @unchecked Sendable {
                 finish(batch, .postponed(until: until), started: time)
                 continue
             }
-            deliver(batch)
+            guard takeHostSlot(host) else {
+                // The host has its share of threads busy: the job stays due for the next poll.
+                inFlight.withLock { _ = $0.remove(batch.deviceKey) }
+                continue
+            }
+            deliver(batch, host: host)
         }
         // A full round means a backlog: go again as soon as deliveries free up room, not at the
         // next tick.
@@ -146,13 +156,30 @@ final class PushNotifier: @unchecked Sendable {
         }
     }
 
-    private func deliver(_ batch: PushBatch) {
+    private func takeHostSlot(_ host: String) -> Bool {
+        hostsInFlight.withLock { hosts in
+            guard hosts[host, default: 0] < settings.deliveriesPerHost else { return false }
+            hosts[host, default: 0] += 1
+            return true
+        }
+    }
+
+    private func releaseHostSlot(_ host: String) {
+        hostsInFlight.withLock { hosts in
+            let left = hosts[host, default: 1] - 1
+            hosts[host] = left > 0 ? left : nil
+        }
+    }
+
+    private func deliver(_ batch: PushBatch, host: String) {
         let started = now()
         guard let target = try? PushURL(batch.pushURL) else {
+            releaseHostSlot(host)
             finish(batch, .dead(error: "push URL is malformed"), started: started)
             return
         }
         post(target, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
+            releaseHostSlot(host)
             finish(batch, result(for: outcome, attempts: batch.attempts, expiresAt: batch.expiresAt), started: started)
         }
     }

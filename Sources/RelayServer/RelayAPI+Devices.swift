@@ -45,9 +45,17 @@ extension RelayAPI {
         try auth.requireServer(request)
         let userId = try request.identifier("userId")
         let deviceId = try request.identifier("deviceId")
+        let time = now()
+        let revocations = auth.revocations
+        let live = self.live
         store.deleteDevice(
-            userId: userId, deviceId: deviceId,
-            completion: onStore(reply) { (_: Bool) in reply.noContent() })
+            userId: userId, deviceId: deviceId, at: time,
+            completion: onStore(reply) { (_: Bool) in
+                // Revoked once durable: its tokens stop working, its open sockets are closed.
+                revocations.revoke(userId: userId, deviceId: deviceId, atSeconds: time.seconds)
+                live?.hub.close(userId: userId, deviceId: deviceId, reason: "device deleted")
+                reply.noContent()
+            })
     }
 
     /// `GET /v1/users/{userId}/devices`.

@@ -45,7 +45,7 @@ extension RelayAPI {
             .switchingProtocols(
                 headers: [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", accept)]
             ) { socket in
-                live.open(socket, userId: userId, deviceId: deviceId, after: after, epoch: epoch)
+                live.open(socket, claims: claims, deviceId: deviceId, after: after, epoch: epoch)
             })
     }
 }

@@ -62,8 +62,16 @@ package final class RelayApp: @unchecked Sendable {
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, now: clock)
+        let auth = Authenticator(
+            serverKeys: secrets.serverKeys, tokens: tokens, revocations: TokenRevocations(try store.tokenRevocations()),
+            limiter: RateLimiter(
+                server: .init(
+                    ratePerSecond: Double(config.rateLimitServerPerS), burst: Double(config.rateLimitServerPerS) * 2),
+                client: .init(
+                    ratePerSecond: Double(config.rateLimitClientPerS), burst: Double(config.rateLimitClientPerS) * 3)),
+            now: clock)
         gateway = LiveGateway(
-            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs)
+            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs, auth: auth)
         let loop = webSockets
         // Weak captures: the gauges live in `metrics`, which these objects hold (no cycle).
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
@@ -81,18 +89,7 @@ package final class RelayApp: @unchecked Sendable {
             "pushrelay_push_breaker_open", help: "Push receivers paused by their circuit breaker (host:port)."
         ) { [weak notifier] in notifier?.openBreakers ?? [] }
         api = RelayAPI(
-            config: config, store: store,
-            auth: Authenticator(
-                serverKeys: secrets.serverKeys, tokens: tokens,
-                limiter: RateLimiter(
-                    server: .init(
-                        ratePerSecond: Double(config.rateLimitServerPerS), burst: Double(config.rateLimitServerPerS) * 2
-                    ),
-                    client: .init(
-                        ratePerSecond: Double(config.rateLimitClientPerS), burst: Double(config.rateLimitClientPerS) * 3
-                    )),
-                now: clock),
-            metrics: metrics,
+            config: config, store: store, auth: auth, metrics: metrics,
             logger: logger, allowList: allowList, live: gateway, now: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
@@ -152,7 +149,10 @@ package final class RelayApp: @unchecked Sendable {
         let hub = gateway.hub
         presenceTimer.schedule(
             deadline: .now() + .milliseconds(100), repeating: .milliseconds(100), leeway: .milliseconds(20))
-        presenceTimer.setEventHandler { hub.reportDuePresence() }
+        presenceTimer.setEventHandler {
+            hub.reportDuePresence()
+            hub.closeExpiredSessions(now: hub.now())
+        }
         presenceTimer.resume()
         logger.info("listening", ("url", http.url), ("db", config.db))
         return http.url

@@ -103,6 +103,15 @@ enum Migrations {
         );
         CREATE INDEX event_jobs_pending ON event_jobs(due_at) WHERE state = 'pending';
         """,
+        // 4: deleting a device revokes the client tokens issued for it until then.
+        """
+        CREATE TABLE token_revocations(
+            user_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            revoked_at INTEGER NOT NULL,
+            PRIMARY KEY(user_id, device_id)
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.

@@ -122,3 +122,16 @@ package enum AckOutcome: Sendable, Equatable {
     case epochMismatch(current: String)
     case beyondHead(headSeq: Int64)
 }
+
+/// Client tokens for this device issued at or before `revokedAtSeconds` are refused.
+package struct TokenRevocation: Sendable, Equatable {
+    package var userId: String
+    package var deviceId: String
+    package var revokedAtSeconds: Int64
+
+    package init(userId: String, deviceId: String, revokedAtSeconds: Int64) {
+        self.userId = userId
+        self.deviceId = deviceId
+        self.revokedAtSeconds = revokedAtSeconds
+    }
+}

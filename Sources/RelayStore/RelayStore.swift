@@ -21,8 +21,13 @@ package protocol RelayStore: Sendable {
 
     func putDevice(
         _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void)
+    /// Deletes a device and revokes the client tokens issued for it up to `time` (whether or not
+    /// it was registered: a token may name a device that only ever used the WebSocket).
     func deleteDevice(
-        userId: String, deviceId: String, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
+        userId: String, deviceId: String, at time: Timestamp,
+        completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
+    /// Every device whose tokens were revoked, and up to when.
+    func tokenRevocations() throws(StoreError) -> [TokenRevocation]
     func devices(userId: String) throws(StoreError) -> [Device]
 
     /// Persists when a device was last seen online (it survives restarts).

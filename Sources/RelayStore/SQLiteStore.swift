@@ -294,13 +294,31 @@ package final class SQLiteStore: RelayStore {
     }
 
     package func deleteDevice(
-        userId: String, deviceId: String, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+        userId: String, deviceId: String, at time: Timestamp,
+        completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         writer.submit(
             { db in
                 try db.run("DELETE FROM devices WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
-                return db.changes > 0
+                let existed = db.changes > 0
+                try db.run(
+                    """
+                    INSERT INTO token_revocations(user_id, device_id, revoked_at) VALUES (?, ?, ?)
+                    ON CONFLICT(user_id, device_id) DO UPDATE SET revoked_at = excluded.revoked_at
+                    """, [.text(userId), .text(deviceId), .int(time.seconds)])
+                return existed
             }, completion: completion)
+    }
+
+    package func tokenRevocations() throws(StoreError) -> [TokenRevocation] {
+        try read { db in
+            var revocations: [TokenRevocation] = []
+            try db.query("SELECT user_id, device_id, revoked_at FROM token_revocations") { row in
+                revocations.append(
+                    TokenRevocation(userId: row.text(0), deviceId: row.text(1), revokedAtSeconds: row.int64(2)))
+            }
+            return revocations
+        }
     }
 
     package func devices(userId: String) throws(StoreError) -> [Device] {

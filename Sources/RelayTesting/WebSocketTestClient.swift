@@ -25,23 +25,10 @@ public final class WebSocketTestClient {
     /// `receiveBufferBytes` pins the kernel's receive buffer (no autotuning), so that a test of a
     /// reader that stops reading needs megabytes, not tens of megabytes, to fill the path.
     public init(port: Int, path: String, headers: [(String, String)] = [], receiveBufferBytes: Int? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket failed") }
-        if var size = receiveBufferBytes.map(Int32.init(clamping:)) {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
-            Glibc.close(fd)
-            throw Failure(description: "connect failed")
+        do {
+            fd = try RawConnection.connect(port: port, receiveBufferBytes: receiveBufferBytes)
+        } catch {
+            throw Failure(description: "\(error)")
         }
         setTimeout(seconds: 10)
         let key = WebSocketHandshake.randomKey()

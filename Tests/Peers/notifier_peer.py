@@ -32,6 +32,7 @@ class Receiver(QuietServer):
         self.lock = threading.Lock()
         self.pushes = []  # (path, headers, body, time)
         self.behaviour = {}  # path -> list of actions, consumed in order; default "ok"
+        self.trickles = []  # seconds until the relay hung up on a trickled answer
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
@@ -60,6 +61,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if action == "hang":
             time.sleep(4)
             action = "ok"
+        if action == "trickle":
+            # A 200 whose head comes one byte every 0.2 s (10 s in all): the attempt must end at
+            # its deadline, not when the receiver is done.
+            started = time.monotonic()
+            try:
+                for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * 30 + b"\r\nContent-Length: 0\r\n\r\n":
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:  # the relay hung up
+                with server.lock:
+                    server.trickles.append(time.monotonic() - started)
+            self.close_connection = True
+            return
         status, headers = {"ok": (204, {}), "500": (500, {}), "410": (410, {}), "400": (400, {}),
                            "429": (429, {"Retry-After": "1"})}[action]
         self.send_response(status)
@@ -362,6 +377,36 @@ def breaker(binary, receiver):
     finally:
         relay.stop()
         bad.shutdown()
+
+
+@check("a receiver trickling its answer is cut at the attempt deadline; a healthy host is not held up")
+def trickle(binary, receiver):
+    slow = Receiver()
+    relay = Relay(binary, "--push-delay-ms", "0", "--push-timeout-ms", "1500", "--push-retry-base-ms", "200")
+    try:
+        for n in range(64):
+            slow.behaviour[f"/t{n}/phone"] = ["trickle"]
+            relay.device(slow, f"t{n}", "phone")
+            relay.post(f"t{n}", [f"t{n}"])
+        time.sleep(0.5)  # every delivery thread could be busy with the trickler by now
+        relay.device(receiver, "healthy", "phone")
+        started = time.monotonic()
+        relay.post("h1", ["healthy"])
+        assert wait_for(lambda: receiver.received("/healthy/phone"), 10), "the healthy push never came"
+        healthy = time.monotonic() - started
+        assert healthy < 3, f"a healthy receiver waited {healthy:.1f} s behind a trickling one"
+        # The trickled attempts end at their 1.5 s deadline (the receiver would go on for 10 s), at
+        # most 16 at a time (the host's share of the 64 delivery threads); then the breaker, fed
+        # by those failures, paces the host.
+        assert wait_for(lambda: len(slow.trickles) >= 16, 15), slow.trickles
+        with slow.lock:
+            cut = list(slow.trickles)
+        assert max(cut) < 4, f"attempts not cut at the deadline: {sorted(cut)}"
+        return (f"healthy push after {healthy * 1000:.0f} ms; {len(cut)} trickled answers cut after "
+                f"{min(cut):.1f}-{max(cut):.1f} s")
+    finally:
+        relay.stop()
+        slow.shutdown()
 
 
 @check("kill -9 with 1,000 jobs pending: after the restart every job is delivered")

@@ -1,0 +1,35 @@
+import RelayCore
+import RelayLocks
+import RelayStore
+
+/// Devices whose client tokens were revoked (by deleting the device), kept in memory for the
+/// token check and in the store across restarts. Tokens are stateless JWTs: a revocation refuses
+/// every token for that device issued at or before it (a token without `iat` counts as old).
+final class TokenRevocations: Sendable {
+    private struct Key: Hashable {
+        var userId: String
+        var deviceId: String
+    }
+
+    private let revokedAt: LockedValue<[Key: Int64]>
+
+    init(_ revocations: [TokenRevocation]) {
+        var table: [Key: Int64] = [:]
+        for revocation in revocations {
+            table[Key(userId: revocation.userId, deviceId: revocation.deviceId)] = revocation.revokedAtSeconds
+        }
+        revokedAt = LockedValue(table)
+    }
+
+    func revoke(userId: String, deviceId: String, atSeconds: Int64) {
+        revokedAt.withLock { $0[Key(userId: userId, deviceId: deviceId)] = atSeconds }
+    }
+
+    func isRevoked(_ claims: ClientClaims) -> Bool {
+        guard let deviceId = claims.deviceId else { return false }
+        guard let revoked = revokedAt.withLock({ $0[Key(userId: claims.userId, deviceId: deviceId)] }) else {
+            return false
+        }
+        return (claims.issuedAt ?? Int64.min) <= revoked
+    }
+}
