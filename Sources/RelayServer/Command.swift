@@ -4,67 +4,146 @@ import RelayCore
 import RelayCrypto
 import RelayStore
 
-/// The `pushrelay` command line: `serve`, `migrate`, `token`, `server-key`, `check-config`.
+/// The `pushrelay` command line. Strict: the command comes first, then settings and the
+/// command's own options; anything unknown or malformed is a usage error (exit 2) that names it.
+/// Run-time failures (bind, database) are one line on stderr and exit 1.
 package enum Command {
+    static let version = "0.2.0"
+
     static let usage = """
-        usage: pushrelay <command> [--config FILE] [--setting value ...]
+        usage: pushrelay <command> [--config FILE] [--setting value ...] [options]
 
         commands:
-          serve          run the relay (default)
-          migrate        create or upgrade the database, then exit
-          check-config   validate the configuration and print it (secrets redacted)
-          token          print a client token: token --user USER --device DEVICE [--ttl SECONDS]
-          server-key     print the server key in force (the configured one, or the generated one)
-          ws-echo        serve a WebSocket echo endpoint (same codec and socket loop) for
-                         conformance suites; no auth, any path; off unless run this way
+          serve                 run the relay
+          migrate               create or upgrade the database, then exit
+          check-config          validate the configuration and print it (secrets redacted);
+                                --show-secrets prints the server keys, client-token secret and
+                                webhook secret in force instead (for the chat server's setup)
+          token                 print a client token: token --user USER [--device DEVICE] [--ttl SECONDS]
+          server-key            print the server key(s) in force (configured, else the database's); writes nothing
+          generate-server-key   create the database's server key if it has none, and print it
+          backup FILE           copy the database into FILE (a new file) while the relay runs
+          ws-echo               serve a WebSocket echo endpoint (same codec and socket loop) for
+                                conformance suites; no auth, any path; off unless run this way
+          --version, --help
 
         every setting can be a flag (--listen 127.0.0.1:8080), an environment variable
-        (PUSHRELAY_LISTEN) or a key of the JSON config file (listen); flags win over the
-        environment, which wins over the file. See README.md for the list.
+        (PUSHRELAY_LISTEN) or a key of the JSON config file (listen; --config FILE or
+        PUSHRELAY_CONFIG); flags win over the environment, which wins over the file.
+        See README.md for the list.
         """
+
+    static let usageLine = "usage: pushrelay <command> [--setting value ...] [options]   (pushrelay --help lists them)"
+
+    /// A command line that cannot be run as written (exit 2, with the usage line).
+    struct UsageError: Error, CustomStringConvertible {
+        var description: String
+    }
 
     /// Runs the command line and returns the process exit code.
     package static func main(arguments: [String], environment: [String: String]) -> Int32 {
-        var arguments = arguments
-        let command = arguments.first.map { $0.hasPrefix("-") ? "serve" : arguments.removeFirst() } ?? "serve"
-        if command == "help" || arguments.contains("--help") || arguments.contains("-h") {
+        guard let command = arguments.first else {
+            printError("pushrelay: no command given\n\(usageLine)")
+            return 2
+        }
+        switch command {
+        case "--help", "-h", "help":
+            print(usage)
+            return 0
+        case "--version":
+            print("pushrelay \(version)")
+            return 0
+        default: break
+        }
+        guard commands.contains(command) else {
+            printError(
+                "pushrelay: "
+                    + (command.hasPrefix("-")
+                        ? "the command comes first: pushrelay <command> \(command) ..."
+                        : "unknown command '\(command)'")
+                    + "\n\(usageLine)")
+            return 2
+        }
+        let rest = Array(arguments.dropFirst())
+        if rest.contains("--help") || rest.contains("-h") {
             print(usage)
             return 0
         }
-        let config: RelayConfig
-        let rest: [String]
         do {
-            (config, rest) = try ConfigLoader.load(arguments: arguments, environment: environment)
-        } catch {
-            printError("configuration error: \(error)")
+            let (config, options) = try ConfigLoader.load(arguments: rest, environment: environment)
+            return try run(command, config, options)
+        } catch let error as UsageError {
+            printError("pushrelay: \(error)\n\(usageLine)")
             return 2
-        }
-        let logger = Logger(level: LogLevel(rawValue: config.logLevel) ?? .info)
-        do {
-            switch command {
-            case "serve": return try serve(config, logger)
-            case "migrate":
-                let store = try SQLiteStore(path: config.db, epochFor: { _ in "" })
-                store.close()
-                print("database \(config.db) is at the newest schema")
-                return 0
-            case "check-config":
-                print(describe(config))
-                return 0
-            case "token": return try token(config, rest)
-            case "ws-echo": return try echo(config, logger)
-            case "server-key":
-                let store = try SQLiteStore(path: config.db, epochFor: { _ in "" })
-                defer { store.close() }
-                print(try Secrets.resolve(config: config, store: store).serverKeys[0])
-                return 0
-            default:
-                printError("unknown command '\(command)'\n\n\(usage)")
-                return 2
-            }
+        } catch let error as ConfigLoader.Error {
+            printError("pushrelay: configuration error: \(error)")
+            return 2
         } catch {
             printError("pushrelay: \(error)")
             return 1
+        }
+    }
+
+    private static func run(_ command: String, _ config: RelayConfig, _ options: [String]) throws -> Int32 {
+        let logger = Logger(level: LogLevel(rawValue: config.logLevel) ?? .info)
+        switch command {
+        case "serve":
+            try Options.parse(options, values: [], switches: [])
+            return try serve(config, logger)
+        case "migrate":
+            try Options.parse(options, values: [], switches: [])
+            let store = try openStore(config)
+            store.close()
+            print("database \(config.db) is at the newest schema")
+            return 0
+        case "check-config":
+            let parsed = try Options.parse(options, values: [], switches: ["--show-secrets"])
+            print(parsed.switches.contains("--show-secrets") ? try describeSecrets(config) : describe(config))
+            return 0
+        case "token":
+            return try token(config, try Options.parse(options, values: ["--user", "--device", "--ttl"], switches: []))
+        case "server-key":
+            try Options.parse(options, values: [], switches: [])
+            let keys = try Secrets.inForce(config: config).serverKeys
+            guard !keys.isEmpty else {
+                printError(
+                    "pushrelay: no server key yet: set PUSHRELAY_SERVER_KEYS, or run 'pushrelay generate-server-key'")
+                return 1
+            }
+            print(keys.joined(separator: "\n"))
+            return 0
+        case "generate-server-key":
+            try Options.parse(options, values: [], switches: [])
+            let store = try openStore(config)
+            defer { store.close() }
+            print(try Secrets.resolve(config: RelayConfig.withoutServerKeys(config), store: store).serverKeys[0])
+            if !config.serverKeys.isEmpty {
+                printError("note: serverKeys is configured, so the relay uses those and not this database key")
+            }
+            return 0
+        case "backup":
+            let parsed = try Options.parse(options, values: [], switches: [], positional: 1)
+            try SQLiteStore.backup(path: config.db, to: parsed.positional[0])
+            print("backed up \(config.db) to \(parsed.positional[0])")
+            return 0
+        case "ws-echo":
+            try Options.parse(options, values: [], switches: [])
+            return try echo(config, logger)
+        default:
+            throw UsageError(description: "unknown command '\(command)'")
+        }
+    }
+
+    static let commands: Set<String> = [
+        "serve", "migrate", "check-config", "token", "server-key", "generate-server-key", "backup", "ws-echo",
+    ]
+
+    /// Opens (creating and migrating) the configured database, with a message that names it.
+    private static func openStore(_ config: RelayConfig) throws -> SQLiteStore {
+        do {
+            return try SQLiteStore(path: config.db, epochFor: { _ in "" })
+        } catch {
+            throw StartupError(description: "cannot open the database \(config.db): \(error)")
         }
     }
 
@@ -75,8 +154,18 @@ package enum Command {
         // trims once every few seconds instead.
         pr_malloc_keep_memory(256 << 20, 32 << 20)
 
-        let app = try RelayApp(config: config, logger: logger)
-        let url = try app.start()
+        let app: RelayApp
+        do {
+            app = try RelayApp(config: config, logger: logger)
+        } catch let error as StoreError {
+            throw StartupError(description: "cannot open the database \(config.db): \(error)")
+        }
+        let url: String
+        do {
+            url = try app.start()
+        } catch {
+            throw StartupError(description: "cannot listen on \(config.listen): \(error)")
+        }
         print("pushrelay listening on \(url)")
         fflush(nil)
         var received: Int32 = 0
@@ -118,24 +207,40 @@ package enum Command {
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    private static func token(_ config: RelayConfig, _ arguments: [String]) throws -> Int32 {
-        func value(_ flag: String) -> String? {
-            guard let index = arguments.firstIndex(of: flag), index + 1 < arguments.count else { return nil }
-            return arguments[index + 1]
+    private static func token(_ config: RelayConfig, _ options: Options) throws -> Int32 {
+        guard let user = options.values["--user"] else { throw UsageError(description: "token needs --user USER") }
+        guard Identifier.isValidUserOrDeviceId(user) else {
+            throw UsageError(description: "'\(user)' is not a valid user id")
         }
-        guard let user = value("--user"), Identifier.isValidUserOrDeviceId(user) else {
-            printError("token needs --user USER (and usually --device DEVICE)")
-            return 2
+        let device = options.values["--device"]
+        if let device, !Identifier.isValidUserOrDeviceId(device) {
+            throw UsageError(description: "'\(device)' is not a valid device id")
         }
-        let device = value("--device")
-        let ttl = value("--ttl").flatMap { Int64($0) } ?? 3600
-        let store = try SQLiteStore(path: config.db, epochFor: { _ in "" })
+        var ttl: Int64 = 3600
+        if let text = options.values["--ttl"] {
+            guard let value = Int64(text), (1...31_536_000).contains(value) else {
+                throw UsageError(description: "--ttl must be a number of seconds from 1 to 31536000, not '\(text)'")
+            }
+            ttl = value
+        }
+        let store = try openStore(config)
         defer { store.close() }
         let secret = try Secrets.resolve(config: config, store: store).clientTokenSecret
         let codec = ClientTokenCodec(hmac: { Crypto.hmacSHA256(key: Array(secret.utf8), message: $0) })
         let now = Timestamp.now.seconds
         print(codec.encode(ClientClaims(userId: user, deviceId: device, expiresAt: now + ttl, issuedAt: now)))
         return 0
+    }
+
+    /// The secrets in force, for the chat server's setup (nothing is generated or written).
+    static func describeSecrets(_ config: RelayConfig) throws -> String {
+        let secrets = try Secrets.inForce(config: config)
+        let missing = "(not generated yet: start the relay once)"
+        return """
+            serverKeys=\(secrets.serverKeys.isEmpty ? missing : secrets.serverKeys.joined(separator: ","))
+            clientTokenSecret=\(secrets.clientTokenSecret ?? missing)
+            webhookSecret=\(secrets.webhookSecret ?? missing)
+            """
     }
 
     /// The effective configuration as JSON, with secrets replaced by a note.
@@ -159,5 +264,19 @@ package enum Command {
 
     private static func printError(_ text: String) {
         FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+}
+
+/// A failure that stops the relay from starting: printed as one line, exit 1.
+struct StartupError: Error, CustomStringConvertible {
+    var description: String
+}
+
+extension RelayConfig {
+    /// The same configuration, ignoring configured server keys (to reach the database's).
+    static func withoutServerKeys(_ config: RelayConfig) -> RelayConfig {
+        var copy = config
+        copy.serverKeys = []
+        return copy
     }
 }

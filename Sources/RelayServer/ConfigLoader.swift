@@ -64,6 +64,19 @@ package enum ConfigLoader {
             }, read: { .array($0[keyPath: path].map { .string($0) }) })
     }
 
+    static func boolean(_ key: String, _ path: WritableKeyPath<RelayConfig, Bool>) -> Setting {
+        nonisolated(unsafe) let path = path
+        return Setting(
+            key: key,
+            apply: { config, value throws(Error) in
+                switch value.trimmingCharacters(in: .whitespaces).lowercased() {
+                case "true", "1", "yes", "on": config[keyPath: path] = true
+                case "false", "0", "no", "off": config[keyPath: path] = false
+                default: throw Error(description: "\(key) must be true or false, not '\(value)'")
+                }
+            }, read: { .bool($0[keyPath: path]) })
+    }
+
     static func integer<T: FixedWidthInteger & Sendable>(
         _ key: String, _ path: WritableKeyPath<RelayConfig, T>, _ range: ClosedRange<T>
     ) -> Setting {
@@ -114,6 +127,7 @@ package enum ConfigLoader {
                 config.logLevel = value
             }, read: { .string($0.logLevel) }),
         optionalString("metricsKey", \.metricsKey),
+        boolean("accessLog", \.accessLog),
         integer("pruneIntervalS", \.pruneIntervalS, 1...86_400),
         integer("rateLimitServerPerS", \.rateLimitServerPerS, 0...10_000_000),
         integer("rateLimitClientPerS", \.rateLimitClientPerS, 0...1_000_000),

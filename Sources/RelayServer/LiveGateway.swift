@@ -16,13 +16,16 @@ final class LiveGateway: WebSocketLoopDelegate {
     let ackTimeoutMs: Int64
     /// Checks the tokens of `refresh` frames.
     let auth: Authenticator
+    /// A line per socket opened and closed.
+    let accessLog: Bool
 
     init(
         loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, ackTimeoutMs: Int64,
-        auth: Authenticator
+        auth: Authenticator, accessLog: Bool
     ) {
         self.ackTimeoutMs = ackTimeoutMs
         self.auth = auth
+        self.accessLog = accessLog
         self.loop = loop
         self.hub = hub
         self.store = store
@@ -40,6 +43,7 @@ final class LiveGateway: WebSocketLoopDelegate {
             logger: logger.with("user.id", userId).with("device.id", deviceId), ackTimeoutMs: ackTimeoutMs,
             tokenExpiresAt: claims.expiresAt + auth.tokens.leeway, now: hub.now)
         hub.register(session)  // before the catch-up is read: see LiveSession
+        if accessLog { session.logger.info("websocket opened", ("after", String(after))) }
         session.start(after: after, clientEpoch: epoch)
     }
 
@@ -108,6 +112,11 @@ final class LiveGateway: WebSocketLoopDelegate {
     }
 
     func webSocketClosed(_ connection: WebSocketHandle, code: UInt16) {
+        if let session = hub.session(connection.id), accessLog {
+            let seconds = Double(MonotonicClock.milliseconds() - session.openedAt) / 1000
+            session.logger.info(
+                "websocket closed", ("code", String(code)), ("seconds", String((seconds * 10).rounded() / 10)))
+        }
         hub.session(connection.id)?.markClosed()
         hub.unregister(connection.id)
     }

@@ -22,7 +22,10 @@ final class LiveSession: @unchecked Sendable {
     let deviceId: String
     private let queue: DispatchQueue
     private let store: any RelayStore
-    private let logger: Logger
+    /// Carries `user.id` and `device.id`.
+    let logger: Logger
+    /// When the socket was opened (monotonic milliseconds), for the close line.
+    let openedAt = MonotonicClock.milliseconds()
     /// The highest seq this client has been sent (or had when it connected).
     private var lastSent: Int64 = 0
     /// True while the catch-up runs; live messages then only raise `newestLive`, and the

@@ -37,6 +37,8 @@ package struct Logger: Sendable {
     package func info(_ message: StaticString, _ fields: (String, String)...) { log(.info, message, fields) }
     package func warning(_ message: StaticString, _ fields: (String, String)...) { log(.warning, message, fields) }
     package func error(_ message: StaticString, _ fields: (String, String)...) { log(.error, message, fields) }
+    package func info(_ message: StaticString, _ fields: [(String, String)]) { log(.info, message, fields) }
+    package func warning(_ message: StaticString, _ fields: [(String, String)]) { log(.warning, message, fields) }
 
     private func log(_ level: LogLevel, _ message: StaticString, _ fields: [(String, String)]) {
         guard level >= self.level else { return }

@@ -15,8 +15,9 @@ import FoundationNetworking
 /// full jitter until the TTL; dead). At-least-once: a job stays pending in the store until its
 /// outcome is committed, so a crash only means it is sent again.
 ///
-/// `@unchecked Sendable`: the Dispatch timer is configured in `start()` and cancelled in
-/// `stop()`, both by the owner; everything else is immutable or behind `inFlight`'s mutex.
+/// `@unchecked Sendable`: the Dispatch timer is created in `start()` (a timer released without
+/// ever being resumed traps) and cancelled in `stop()`, both by the owner; everything else is
+/// immutable or behind a mutex.
 final class PushNotifier: @unchecked Sendable {
     struct Settings: Sendable {
         var retry = RetryPolicy()
@@ -42,7 +43,7 @@ final class PushNotifier: @unchecked Sendable {
     private let now: @Sendable () -> Timestamp
     private let session: URLSession
     private let queue = DispatchQueue(label: "pushrelay-notifier")
-    private let timer: any DispatchSourceTimer
+    private var timer: (any DispatchSourceTimer)?
     /// Devices with a delivery in flight: their other due jobs wait, so one device never gets two
     /// pushes racing each other.
     private let inFlight = LockedValue<Set<String>>([])
@@ -83,18 +84,19 @@ final class PushNotifier: @unchecked Sendable {
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         // Redirects are refused: a redirect could lead to an address the SSRF guard never checked.
         session = URLSession(configuration: configuration, delegate: RefuseRedirects(), delegateQueue: nil)
-        timer = DispatchSource.makeTimerSource(queue: queue)
     }
 
     func start() {
         let interval = DispatchTimeInterval.milliseconds(settings.pollIntervalMs)
+        let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(10))
         timer.setEventHandler { [self] in poll() }
         timer.resume()
+        self.timer = timer
     }
 
     func stop() {
-        timer.cancel()
+        timer?.cancel()
         queue.sync {}
         workers.stop()
         session.invalidateAndCancel()

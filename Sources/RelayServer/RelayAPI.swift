@@ -85,14 +85,15 @@ package final class RelayAPI: Sendable {
     /// The HTTP server's handler: route, run, and turn thrown errors into JSON answers.
     package func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
         let started = DispatchTime.now().uptimeNanoseconds
-        let requestLogger = logger.with("request.id", request.id)
-        switch Self.router.match(method: request.method, path: request.path) {
-        case .found(let handler, let route, let parameters):
+        let match = Self.router.match(method: request.method, path: request.path)
+        let access = Self.accessRequest(request, match)
+        let reply = Reply(
+            responder: responder, request: access, started: started, metrics: metrics,
+            logger: logger.with("request.id", request.id).with("route", access.route), accessLog: config.accessLog)
+        switch match {
+        case .found(let handler, _, let parameters):
             var routed = request
             routed.pathParameters = parameters
-            let reply = Reply(
-                responder: responder, method: request.method, route: route, started: started, metrics: metrics,
-                logger: requestLogger.with("route", route))
             do {
                 try handler(self, routed, reply)
             } catch let error as APIError {
@@ -102,18 +103,12 @@ package final class RelayAPI: Sendable {
                 reply.send(APIError(500, "internal_error", "unexpected server error"))
             }
         case .methodNotAllowed(let allowed):
-            let reply = Reply(
-                responder: responder, method: request.method, route: "unmatched", started: started, metrics: metrics,
-                logger: requestLogger)
             reply.send(
                 APIError(
                     405, "method_not_allowed",
                     "\(request.method) is not allowed here; use \(allowed.joined(separator: ", "))",
                     headers: [("Allow", allowed.joined(separator: ", "))]))
         case .notFound:
-            let reply = Reply(
-                responder: responder, method: request.method, route: "unmatched", started: started, metrics: metrics,
-                logger: requestLogger)
             reply.send(APIError.notFound("no such endpoint: \(request.method) \(request.path)"))
         }
     }
@@ -126,15 +121,24 @@ package final class RelayAPI: Sendable {
             _ = try auth.verify(credential: Authenticator.bearer(request))
             return nil
         } catch {
-            let route: String
-            if case .found(_, let pattern, _) = Self.router.match(method: request.method, path: request.path) {
-                route = pattern
-            } else {
-                route = "unmatched"
+            let access = Self.accessRequest(request, Self.router.match(method: request.method, path: request.path))
+            metrics.recordRequest(method: request.method, route: access.route, status: error.status, seconds: 0)
+            let response = error.response
+            if config.accessLog {
+                AccessLog.write(
+                    access, response: response, seconds: 0,
+                    to: logger.with("request.id", request.id).with("route", access.route))
             }
-            metrics.recordRequest(method: request.method, route: route, status: error.status, seconds: 0)
-            return error.response
+            return response
         }
+    }
+
+    /// What the access log and the metrics say about a request: its route template or `unmatched`.
+    static func accessRequest(_ request: HTTPRequest, _ match: Router<Handler>.Match) -> AccessLog.Request {
+        var route = "unmatched"
+        if case .found(_, let pattern, _) = match { route = pattern }
+        return AccessLog.Request(
+            method: request.method, route: route, path: request.path, client: request.remoteAddress)
     }
 
     /// Completion for store writes: answers 503 on a store failure, else runs `body`.

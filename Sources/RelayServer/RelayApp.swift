@@ -10,8 +10,10 @@ import Synchronization
 
 /// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
 ///
-/// `@unchecked Sendable`: every stored property is Sendable except the Dispatch timer, which is
-/// only configured in `start()` and cancelled in `shutdown()`, both called by the owner.
+/// `@unchecked Sendable`: every stored property is Sendable except the Dispatch timers, which are
+/// only created in `start()` and cancelled in `shutdown()`, both called by the owner. (Created
+/// there, not in `init`: a timer released without ever being resumed traps, and `start()` may
+/// fail, on a busy port, before it resumes them.)
 package final class RelayApp: @unchecked Sendable {
     package let config: RelayConfig
     let logger: Logger
@@ -21,9 +23,7 @@ package final class RelayApp: @unchecked Sendable {
     let webSockets: WebSocketLoop
     let gateway: LiveGateway
     let notifier: PushNotifier
-    private let pruneTimer: any DispatchSourceTimer
-    private let trimTimer: any DispatchSourceTimer
-    private let presenceTimer: any DispatchSourceTimer
+    private var timers: [any DispatchSourceTimer] = []
 
     /// Opens the store (creating secrets on first start) and builds everything; serves nothing yet.
     package init(config: RelayConfig, logger: Logger) throws {
@@ -71,7 +71,8 @@ package final class RelayApp: @unchecked Sendable {
                     ratePerSecond: Double(config.rateLimitClientPerS), burst: Double(config.rateLimitClientPerS) * 3)),
             now: clock)
         gateway = LiveGateway(
-            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs, auth: auth)
+            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs, auth: auth,
+            accessLog: config.accessLog)
         let loop = webSockets
         // Weak captures: the gauges live in `metrics`, which these objects hold (no cycle).
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
@@ -115,22 +116,19 @@ package final class RelayApp: @unchecked Sendable {
             "pushrelay_connections",
             help: "Open client connections, HTTP and WebSocket (the connection caps count these)."
         ) { [weak http] in http?.connectionCount ?? 0 }
-        pruneTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        trimTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        presenceTimer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
     }
 
-    /// Binds and starts serving; returns the base URL.
+    /// Binds and starts serving; returns the base URL. Binding comes first, so that a busy port
+    /// fails before anything else runs.
     package func start() throws -> String {
+        try http.start()
         webSockets.start(delegate: gateway)
         notifier.start()
-        try http.start()
         let store = self.store
         let logger = self.logger
         let retention = config.retentionS
         let interval = DispatchTimeInterval.seconds(Int(config.pruneIntervalS))
-        pruneTimer.schedule(deadline: .now() + interval, repeating: interval, leeway: .seconds(1))
-        pruneTimer.setEventHandler {
+        repeating(every: interval, leeway: .seconds(1)) {
             store.prune(now: .now, retentionSeconds: retention) { result in
                 switch result {
                 case .success(let removed) where removed > 0:
@@ -140,22 +138,26 @@ package final class RelayApp: @unchecked Sendable {
                 }
             }
         }
-        pruneTimer.resume()
         // A connection storm leaves the heap mostly free but fragmented (10,000 WebSockets opened
         // at once: 124 MB RSS, 45 MB after a trim); give those pages back every few seconds.
-        trimTimer.schedule(deadline: .now() + .seconds(5), repeating: .seconds(5), leeway: .seconds(1))
-        trimTimer.setEventHandler { _ = pr_malloc_trim() }
-        trimTimer.resume()
+        repeating(every: .seconds(5), leeway: .seconds(1)) { _ = pr_malloc_trim() }
         let hub = gateway.hub
-        presenceTimer.schedule(
-            deadline: .now() + .milliseconds(100), repeating: .milliseconds(100), leeway: .milliseconds(20))
-        presenceTimer.setEventHandler {
+        repeating(every: .milliseconds(100), leeway: .milliseconds(20)) {
             hub.reportDuePresence()
             hub.closeExpiredSessions(now: hub.now())
         }
-        presenceTimer.resume()
         logger.info("listening", ("url", http.url), ("db", config.db))
         return http.url
+    }
+
+    private func repeating(
+        every interval: DispatchTimeInterval, leeway: DispatchTimeInterval, _ handler: @escaping @Sendable () -> Void
+    ) {
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: leeway)
+        timer.setEventHandler(handler: handler)
+        timer.resume()
+        timers.append(timer)
     }
 
     /// Graceful shutdown: report not-ready, stop accepting, close WebSockets with 1001 (clients
@@ -168,9 +170,7 @@ package final class RelayApp: @unchecked Sendable {
         webSockets.stop()
         http.shutdown()
         notifier.stop()
-        pruneTimer.cancel()
-        trimTimer.cancel()
-        presenceTimer.cancel()
+        for timer in timers { timer.cancel() }
         store.close()
         logger.info("stopped")
     }

@@ -54,6 +54,9 @@ package struct RelayConfig: Sendable, Equatable {
     package var connectionMemoryBytes = 16_384
     /// `debug`, `info`, `warning` or `error`.
     package var logLevel = "info"
+    /// One `info` line per request (method, route, path, status, bytes, duration, request id,
+    /// client address) and per WebSocket opened and closed.
+    package var accessLog = true
     /// Bearer key for `/metrics`; nil leaves it open (bind to loopback or protect at the proxy).
     package var metricsKey: String?
     /// A WebSocket peer silent this long (no data, no pong) is dropped and goes offline.

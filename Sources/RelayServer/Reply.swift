@@ -5,19 +5,20 @@ import RelayHTTP
 /// response to the HTTP layer. Safe to call from any thread (store completions call it).
 struct Reply: Sendable {
     let responder: HTTPResponder
-    let method: String
-    let route: String
+    let request: AccessLog.Request
     let started: UInt64
     let metrics: Metrics
+    /// Carries `request.id` and `route`.
     let logger: Logger
+    let accessLog: Bool
+
+    var route: String { request.route }
 
     func send(_ response: HTTPResponse) {
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-        metrics.recordRequest(method: method, route: route, status: response.status, seconds: seconds)
-        if response.status >= 500 {
-            logger.warning("request failed", ("status", String(response.status)))
-        } else {
-            logger.debug("request", ("status", String(response.status)), ("seconds", String(format: "%.6f", seconds)))
+        metrics.recordRequest(method: request.method, route: request.route, status: response.status, seconds: seconds)
+        if accessLog || response.status >= 500 {
+            AccessLog.write(request, response: response, seconds: seconds, to: logger)
         }
         responder.send(response)
     }

@@ -30,6 +30,19 @@ struct Secrets {
             serverKeys: serverKeys, clientTokenSecret: clientTokenSecret, webhookSecret: webhookSecret,
             epochKey: epochKey)
     }
+
+    /// The secrets a relay with this configuration would use, read without generating or
+    /// writing anything: configured ones, else the database's; empty or nil where neither exists.
+    static func inForce(
+        config: RelayConfig
+    ) throws(StoreError) -> (serverKeys: [String], clientTokenSecret: String?, webhookSecret: String?) {
+        let stored = try SQLiteStore.storedSecrets(path: config.db)
+        return (
+            config.serverKeys.isEmpty ? stored["server_key"].map { [$0] } ?? [] : config.serverKeys,
+            config.clientTokenSecret ?? stored["client_token_secret"],
+            config.webhookSecret ?? stored["webhook_secret"]
+        )
+    }
 }
 
 /// Holds the epoch key, which is read from the store after the store (which needs the epoch

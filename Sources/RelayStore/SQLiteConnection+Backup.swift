@@ -1,0 +1,58 @@
+internal import CSQLite
+import Glibc
+
+extension SQLiteConnection {
+    /// Copies this database into a new file at `path` with SQLite's online backup: a consistent
+    /// snapshot (one read transaction) while the relay keeps writing. The copy is created 0600,
+    /// like the database; an existing file at `path` is refused rather than overwritten.
+    package func backup(to path: String) throws(SQLiteError) {
+        guard access(path, F_OK) != 0 else {
+            throw SQLiteError(code: SQLITE_CANTOPEN, message: "\(path) exists; choose a new file", sql: nil)
+        }
+        let destination = try SQLiteConnection(path: path)
+        guard let backup = sqlite3_backup_init(destination.handle, "main", handle, "main") else {
+            throw SQLiteError(code: SQLITE_ERROR, message: destination.lastErrorMessage, sql: nil)
+        }
+        var rc: Int32
+        repeat {
+            rc = sqlite3_backup_step(backup, -1)
+            if rc == SQLITE_BUSY || rc == SQLITE_LOCKED { usleep(20_000) }
+        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+        let finished = sqlite3_backup_finish(backup)
+        guard rc == SQLITE_DONE, finished == SQLITE_OK else {
+            throw SQLiteError(code: rc == SQLITE_DONE ? finished : rc, message: destination.lastErrorMessage, sql: nil)
+        }
+    }
+}
+
+extension SQLiteStore {
+    /// Backs the database at `path` up into `destination` (see `SQLiteConnection.backup`).
+    package static func backup(path: String, to destination: String) throws(StoreError) {
+        do {
+            try SQLiteConnection(path: path, readOnly: true).backup(to: destination)
+        } catch {
+            throw .unavailable(error)
+        }
+    }
+
+    /// The secrets the database holds (generated on a relay's first start), read without
+    /// creating or changing anything: empty when there is no database yet.
+    package static func storedSecrets(path: String) throws(StoreError) -> [String: String] {
+        guard access(path, F_OK) == 0 else { return [:] }
+        do {
+            let connection = try SQLiteConnection(path: path, readOnly: true)
+            var hasMeta = false
+            try connection.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'") { _ in
+                hasMeta = true
+            }
+            guard hasMeta else { return [:] }
+            var secrets: [String: String] = [:]
+            try connection.query("SELECT key, value FROM meta") { secrets[$0.text(0)] = $0.text(1) }
+            return secrets
+        } catch let error as SQLiteError {
+            throw .unavailable(error)
+        } catch {
+            throw .unavailable(SQLiteError(code: SQLITE_ERROR, message: "\(error)", sql: nil))
+        }
+    }
+}

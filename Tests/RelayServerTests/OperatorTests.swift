@@ -1,0 +1,148 @@
+import Foundation
+import RelayTesting
+import Testing
+
+/// The operator's first hour: start-up failures, the strict command line, keys and secrets,
+/// the access log, backups of a running relay.
+@Suite struct OperatorTests {
+    func scratch() throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushrelay-op-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    // MARK: Start-up failures: one line, exit 1, never a trap
+
+    @Test func aBusyPortIsOneLineAndExit1() async throws {
+        let running = try RelayProcess()
+        let directory = try scratch()
+        let second = try RelayCommand.run(
+            ["serve", "--listen", "127.0.0.1:\(running.port)", "--db", directory.path + "/b.sqlite"])
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("cannot listen on 127.0.0.1:\(running.port)"))
+        #expect(second.stderr.contains("Address already in use"))
+        #expect(!second.stderr.contains("crashed"))
+        #expect(second.stderr.split(separator: "\n").filter { !$0.hasPrefix("ts=") }.count == 1, "\(second.stderr)")
+    }
+
+    @Test(arguments: [
+        (["--listen", "192.0.2.1:8080"], "cannot listen on 192.0.2.1:8080"),  // an address this machine lacks
+        (["--db", "/proc/no-such-dir/relay.sqlite"], "cannot open the database"),
+    ])
+    func startUpFailuresExit1(_ arguments: [String], _ message: String) throws {
+        let directory = try scratch()
+        var all = ["serve", "--listen", "127.0.0.1:0", "--db", directory.path + "/r.sqlite"]
+        all += arguments
+        let run = try RelayCommand.run(all)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains(message), "\(run.stderr)")
+        #expect(!run.stderr.contains("crashed"))
+    }
+
+    // MARK: A strict command line
+
+    @Test(arguments: [
+        ["serve", "--push-allowed-host", "x"],  // misspelled setting
+        ["--listen", "127.0.0.1:0", "check-config"],  // a flag before the command
+        ["serv"],  // unknown command
+        ["token", "--user", "a", "--ttl", "abc"],  // malformed value
+        ["serve", "--push-delay-ms", "soon"],
+        ["check-config", "extra"],
+        ["backup"],
+        [],
+    ])
+    func usageErrorsExit2AndTouchNothing(_ arguments: [String]) throws {
+        let directory = try scratch()
+        let run = try RelayCommand.run(
+            arguments, environment: ["PUSHRELAY_DB": directory.path + "/r.sqlite"], directory: directory)
+        #expect(run.status == 2, "\(arguments): \(run.stderr)")
+        #expect(run.stderr.contains("pushrelay"))
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/r.sqlite"))
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/pushrelay.sqlite"))
+    }
+
+    @Test func versionAndHelpPrintAndExit() throws {
+        let version = try RelayCommand.run(["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout.hasPrefix("pushrelay "))
+        let help = try RelayCommand.run(["serve", "--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("usage: pushrelay"))
+    }
+
+    // MARK: Keys and secrets
+
+    @Test func serverKeyPrintsTheKeyInForceAndNeverWrites() async throws {
+        let directory = try scratch()
+        let db = directory.path + "/r.sqlite"
+        // Configured in the environment: that one, and no database is created.
+        let configured = try RelayCommand.run(
+            ["server-key"], environment: ["PUSHRELAY_SERVER_KEYS": "from-env", "PUSHRELAY_DB": db])
+        #expect(configured.status == 0)
+        #expect(configured.stdout == "from-env\n")
+        #expect(!FileManager.default.fileExists(atPath: db))
+        // None configured and none generated: an error that says what to do.
+        let none = try RelayCommand.run(["server-key", "--db", db])
+        #expect(none.status == 1)
+        #expect(none.stderr.contains("generate-server-key"))
+        #expect(!FileManager.default.fileExists(atPath: db))
+        // Generated explicitly: then printed, and it works against a relay on that database.
+        let generated = try RelayCommand.run(["generate-server-key", "--db", db])
+        #expect(generated.status == 0)
+        let key = generated.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(key.hasPrefix("prk_"))
+        #expect(try RelayCommand.run(["server-key", "--db", db]).stdout == key + "\n")
+        let secrets = try RelayCommand.run(["check-config", "--show-secrets", "--db", db])
+        #expect(secrets.stdout.contains("serverKeys=\(key)"))
+        #expect(secrets.stdout.contains("webhookSecret=whsec_"))
+        #expect(secrets.stdout.contains("clientTokenSecret="))
+    }
+
+    // MARK: Access log
+
+    @Test func everyRequestLeavesAnAccessLineWithoutSecrets() async throws {
+        let relay = try RelayProcess(arguments: ["--log-level", "info"])
+        _ = try await relay.request("GET", "/v1/users/a/messages?access_token=query-secret-canary", token: nil)
+        _ = try await relay.request("GET", "/v1/nothing-here")
+        _ = try await relay.request("POST", "/v1/messages", json: ["id": "m", "recipients": ["a"], "payload": [:]])
+        _ = try await relay.request("POST", "/v1/messages", json: ["id": "m", "recipients": ["b"], "payload": [:]])
+        let token = try await relay.token(userId: "a", deviceId: "phone")
+        let socket = try WebSocketTestClient(port: relay.port, path: "/v1/ws?access_token=\(token)")
+        _ = try socket.nextJSON()
+        socket.close()
+        _ = try socket.waitForClose()
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let log = relay.logText
+        for status in ["401", "404", "202", "409"] {
+            #expect(log.contains("msg=request") && log.contains("status=\(status)"), "no \(status) line")
+        }
+        #expect(log.contains("method=GET path=/v1/users/a/messages status=401"))
+        #expect(log.contains("client=127.0.0.1"))
+        #expect(log.contains("msg=\"websocket opened\" user.id=a device.id=phone"))
+        #expect(log.contains("msg=\"websocket closed\" user.id=a device.id=phone") && log.contains("code=1000"))
+        #expect(!log.contains("query-secret-canary"))
+        #expect(!log.contains(token))
+        #expect(!log.contains(RelayProcess.serverKey))
+    }
+
+    // MARK: Backup
+
+    @Test func aBackupOfARunningRelayServesTheSameMessages() async throws {
+        let relay = try RelayProcess()
+        for n in 0..<50 {
+            _ = try await relay.request(
+                "POST", "/v1/messages", json: ["id": "b\(n)", "recipients": ["bea"], "payload": ["n": n]])
+        }
+        let copy = try scratch().path + "/copy.sqlite"
+        let backup = try RelayCommand.run(["backup", copy, "--db", relay.databasePath])
+        #expect(backup.status == 0, "\(backup.stderr)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: copy)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(try RelayCommand.run(["backup", copy, "--db", relay.databasePath]).status == 1)  // never overwrites
+        let restored = try RelayProcess(arguments: ["--db", copy])
+        let page = try await restored.request("GET", "/v1/users/bea/messages?limit=100").object
+        #expect((page["messages"] as? [Any])?.count == 50)
+        #expect(page["headSeq"] as? Int == 50)
+    }
+}
