@@ -67,6 +67,7 @@ test: deps $(VENV)/.installed
 	Tests/Peers/contract.sh .build/debug/pushrelay 15
 	$(VENV)/bin/python Tests/Peers/faults.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/adversary.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
 	$(MAKE) asan

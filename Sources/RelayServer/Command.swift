@@ -123,8 +123,13 @@ package enum Command {
             return 0
         case "backup":
             let parsed = try Options.parse(options, values: [], switches: [], positional: 1)
-            try SQLiteStore.backup(path: config.db, to: parsed.positional[0])
-            print("backed up \(config.db) to \(parsed.positional[0])")
+            let copy = parsed.positional[0]
+            try SQLiteStore.backup(path: config.db, to: copy)
+            // The copy gets new epochs: clients resync after a restore instead of resuming wrongly.
+            let epochs = EpochKeyHolder()
+            epochs.set(Crypto.hex(Crypto.randomBytes(16)))
+            try SQLiteStore.renewEpochs(path: copy, epochKey: epochs.key, epochFor: epochs.epoch(for:))
+            print("backed up \(config.db) to \(copy)")
             return 0
         case "ws-echo":
             try Options.parse(options, values: [], switches: [])

@@ -48,13 +48,15 @@ struct Secrets {
 /// Holds the epoch key, which is read from the store after the store (which needs the epoch
 /// function) is open.
 final class EpochKeyHolder: Sendable {
-    private let key = LockedValue<String>("")
+    private let keyValue = LockedValue<String>("")
 
-    func set(_ value: String) { key.withLock { $0 = value } }
+    func set(_ value: String) { keyValue.withLock { $0 = value } }
+
+    var key: String { keyValue.withLock { $0 } }
 
     /// 16 hex characters, stable for a user within one database.
     func epoch(for userId: String) -> String {
-        let secret = key.withLock { $0 }
+        let secret = key
         return String(Crypto.hex(Crypto.sha256(Array((secret + ":" + userId).utf8))).prefix(16))
     }
 }

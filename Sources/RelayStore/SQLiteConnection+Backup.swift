@@ -35,6 +35,38 @@ extension SQLiteStore {
         }
     }
 
+    /// Gives every inbox of the database at `path` a new epoch (and the database a new epoch key,
+    /// so that inboxes created later get new epochs too). Done to a backup copy: once it is
+    /// restored, every client's cursor names an old epoch and it resyncs (`complete: false`)
+    /// instead of resuming from seqs the restored relay will hand out again.
+    package static func renewEpochs(
+        path: String, epochKey: String, epochFor: (String) -> String
+    ) throws(StoreError) {
+        do {
+            let connection = try SQLiteConnection(path: path)
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                var users: [String] = []
+                try connection.query("SELECT user_id FROM inboxes") { users.append($0.text(0)) }
+                for user in users {
+                    try connection.run(
+                        "UPDATE inboxes SET epoch = ? WHERE user_id = ?", [.text(epochFor(user)), .text(user)])
+                }
+                try connection.run(
+                    "INSERT INTO meta(key, value) VALUES ('epoch_key', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    [.text(epochKey)])
+                try connection.execute("COMMIT")
+            } catch {
+                _ = try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } catch let error as SQLiteError {
+            throw .unavailable(error)
+        } catch {
+            throw .unavailable(SQLiteError(code: SQLITE_ERROR, message: "\(error)", sql: nil))
+        }
+    }
+
     /// The secrets the database holds (generated on a relay's first start), read without
     /// creating or changing anything: empty when there is no database yet.
     package static func storedSecrets(path: String) throws(StoreError) -> [String: String] {

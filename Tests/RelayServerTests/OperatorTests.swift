@@ -140,9 +140,14 @@ import Testing
         let attributes = try FileManager.default.attributesOfItem(atPath: copy)
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
         #expect(try RelayCommand.run(["backup", copy, "--db", relay.databasePath]).status == 1)  // never overwrites
+        let epoch = try #require(try await relay.request("GET", "/v1/users/bea/messages").object["epoch"] as? String)
         let restored = try RelayProcess(arguments: ["--db", copy])
         let page = try await restored.request("GET", "/v1/users/bea/messages?limit=100").object
         #expect((page["messages"] as? [Any])?.count == 50)
         #expect(page["headSeq"] as? Int == 50)
+        // The copy has new epochs: a client resuming with its old cursor is told to resync.
+        #expect(page["epoch"] as? String != epoch)
+        let resumed = try await restored.request("GET", "/v1/users/bea/messages?after=50&epoch=\(epoch)").object
+        #expect(resumed["complete"] as? Bool == false)
     }
 }
