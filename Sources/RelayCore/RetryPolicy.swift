@@ -23,7 +23,7 @@ public struct RetryPolicy: Sendable, Equatable {
     }
 }
 
-/// What a push receiver's answer means for the job (DESIGN §2).
+/// What a push receiver's answer means for the job.
 public enum DeliveryOutcome: Sendable, Equatable {
     case delivered
     /// 404 / 410: the device is gone; disable it and drop its jobs.
@@ -33,6 +33,8 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case retry(reason: String, notBeforeMilliseconds: Int64?)
     /// Any other 4xx: retrying will not help.
     case dead(reason: String)
+    /// Never sent: the relay itself refused the target (SSRF guard, malformed URL).
+    case refused(reason: String)
 
     /// Classifies an HTTP status; `retryAfter` is the raw `Retry-After` header, if any.
     public static func classify(status: Int, retryAfter: String?) -> DeliveryOutcome {

@@ -103,7 +103,7 @@ package final class HTTPServer: @unchecked Sendable {
         self.daemon = daemon
         let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         sweeper.schedule(
-            deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
+            deadline: .now() + .milliseconds(500), repeating: .milliseconds(500), leeway: .milliseconds(100))
         let connections = self.connections
         sweeper.setEventHandler { connections.expire(now: MonotonicClock.milliseconds()) }
         sweeper.resume()

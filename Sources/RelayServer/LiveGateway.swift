@@ -12,18 +12,18 @@ final class LiveGateway: WebSocketLoopDelegate {
     let store: any RelayStore
     let logger: Logger
 
-    /// A live frame not acked this long becomes a push job for its device.
-    let ackTimeoutMs: Int64
+    /// When pushes of what a device was sent fall due.
+    let delivery: DeliveryPolicy
     /// Checks the tokens of `refresh` frames.
     let auth: Authenticator
     /// A line per socket opened and closed.
     let accessLog: Bool
 
     init(
-        loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, ackTimeoutMs: Int64,
+        loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, delivery: DeliveryPolicy,
         auth: Authenticator, accessLog: Bool
     ) {
-        self.ackTimeoutMs = ackTimeoutMs
+        self.delivery = delivery
         self.auth = auth
         self.accessLog = accessLog
         self.loop = loop
@@ -40,7 +40,7 @@ final class LiveGateway: WebSocketLoopDelegate {
         let userId = claims.userId
         let session = LiveSession(
             handle: handle, userId: userId, deviceId: deviceId, store: store,
-            logger: logger.with("user.id", userId).with("device.id", deviceId), ackTimeoutMs: ackTimeoutMs,
+            logger: logger.with("user.id", userId).with("device.id", deviceId), delivery: delivery,
             tokenExpiresAt: claims.expiresAt + auth.tokens.leeway, now: hub.now)
         hub.register(session)  // before the catch-up is read: see LiveSession
         if accessLog { session.logger.info("websocket opened", ("after", String(after))) }

@@ -31,17 +31,17 @@ final class LiveHub: Sendable {
     let now: @Sendable () -> Timestamp
     private let events: any RelayEventSink
 
-    /// - Parameter debounceMs: presence changes are reported this long after they happen, and
-    ///   not at all when they flip back sooner (the push delay, DESIGN §2).
+    /// Presence changes are reported the push delay after they happen, and not at all when they
+    /// flip back sooner.
     init(
-        store: any RelayStore, logger: Logger, events: any RelayEventSink, debounceMs: Int64,
+        store: any RelayStore, logger: Logger, events: any RelayEventSink, delivery: DeliveryPolicy,
         now: @escaping @Sendable () -> Timestamp
     ) {
         self.store = store
         self.logger = logger
         self.events = events
         self.now = now
-        state = LockedValue(State(debouncer: PresenceDebouncer(delayMilliseconds: debounceMs)))
+        state = LockedValue(State(debouncer: PresenceDebouncer(delayMilliseconds: delivery.pushDelayMs)))
     }
 
     /// Reports the presence changes whose debounce delay has passed; called by a timer.

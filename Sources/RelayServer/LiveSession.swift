@@ -33,10 +33,8 @@ final class LiveSession: @unchecked Sendable {
     private var syncing = true
     private var newestLive: Int64 = 0
     private var closed = false
-    /// Live frames sent since the last ack check: `(after, upTo]`; checked `ackTimeoutMs` after
-    /// the first of them, and whatever the user has not acked by then is pushed.
-    private var unchecked: (after: Int64, upTo: Int64)?
-    private let ackTimeoutMs: Int64
+    /// Decides when the pushes of what this device was sent fall due (it waits for the ack).
+    private let delivery: DeliveryPolicy
     /// When the client's token stops being valid (seconds, leeway included); the socket is
     /// closed then unless a `refresh` frame moved it. `Int64.max` once the close was ordered.
     private let tokenExpiresAt: Atomic<Int64>
@@ -54,11 +52,11 @@ final class LiveSession: @unchecked Sendable {
 
     init(
         handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
-        ackTimeoutMs: Int64, tokenExpiresAt: Int64, now: @escaping @Sendable () -> Timestamp
+        delivery: DeliveryPolicy, tokenExpiresAt: Int64, now: @escaping @Sendable () -> Timestamp
     ) {
         self.now = now
         self.tokenExpiresAt = Atomic(tokenExpiresAt)
-        self.ackTimeoutMs = ackTimeoutMs
+        self.delivery = delivery
         self.handle = handle
         self.userId = userId
         self.deviceId = deviceId
@@ -122,9 +120,15 @@ final class LiveSession: @unchecked Sendable {
         syncing = false
         // Messages committed during the catch-up were only noted: send them now, before `synced`.
         if newestLive > lastSent { fillGap(upTo: newestLive) }
-        if lastSent > after { store.markFetched(userId: userId, seq: lastSent) }
-        // The device has everything up to here: its pending pushes for it are moot.
-        store.cancelPushes(userId: userId, deviceId: deviceId, upTo: lastSent, now: now())
+        if lastSent > after {
+            store.markFetched(userId: userId, seq: lastSent)
+            // The device was sent everything up to here: its pushes for it now wait for the ack
+            // (and still go out if none comes, whatever happens to this socket).
+            let time = now().milliseconds
+            store.awaitAck(
+                userId: userId, deviceId: deviceId, upTo: lastSent,
+                until: Timestamp(milliseconds: delivery.dueAfterCatchUp(currentDue: time, now: time)))
+        }
         handle.send(frames: Self.synced(lastSent))
     }
 
@@ -137,26 +141,9 @@ final class LiveSession: @unchecked Sendable {
                 return
             }
             guard seq > lastSent else { return }
-            let before = lastSent
             if seq > lastSent + 1 { fillGap(upTo: seq - 1) }
             handle.send(frames: frame)
             lastSent = seq
-            expectAck(after: before, upTo: seq)
-        }
-    }
-
-    /// Remembers live frames awaiting an ack, and schedules the check for the first of them.
-    private func expectAck(after: Int64, upTo: Int64) {
-        if let current = unchecked {
-            unchecked = (current.after, upTo)
-            return
-        }
-        unchecked = (after, upTo)
-        queue.asyncAfter(deadline: .now() + .milliseconds(Int(ackTimeoutMs))) { [self] in
-            guard let range = unchecked else { return }
-            unchecked = nil
-            store.queueUnackedPushes(
-                userId: userId, deviceId: deviceId, after: range.after, upTo: range.upTo, now: now())
         }
     }
 

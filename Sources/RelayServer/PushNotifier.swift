@@ -10,20 +10,26 @@ import RelayStore
 import FoundationNetworking
 #endif
 
-/// Delivers the push outbox: polls due jobs, coalesces them per device into one signed webhook,
-/// sends it, and records the outcome (delivered; device gone → disabled; retry with backoff and
-/// full jitter until the TTL; dead). At-least-once: a job stays pending in the store until its
-/// outcome is committed, so a crash only means it is sent again.
+/// Delivers the push outbox: takes due jobs, coalesced per device into one signed webhook, sends
+/// it, and records what `DeliveryPolicy.judge` makes of the answer (delivered; device gone →
+/// disabled; retry with backoff and full jitter until the TTL; dead). At-least-once: a job stays
+/// pending in the store until its outcome is committed, so a crash only means it is sent again.
+///
+/// No polling: it sleeps until the earliest due time in the store, or until `wake()` (every
+/// committed write calls it: new jobs, acks, outcomes); a 30 s safety net bounds a missed wake.
 ///
 /// `@unchecked Sendable`: the Dispatch timer is created in `start()` (a timer released without
 /// ever being resumed traps) and cancelled in `stop()`, both by the owner; everything else is
 /// immutable or behind a mutex.
 final class PushNotifier: @unchecked Sendable {
     struct Settings: Sendable {
-        var retry = RetryPolicy()
+        var policy = DeliveryPolicy()
         /// Deliveries in flight at most.
         var maxInFlight = 512
-        var pollIntervalMs = 10
+        /// The longest sleep without a wake-up (a safety net, not the schedule).
+        var idleRecheckMs = 30_000
+        /// How soon to look again when jobs are due but all held back (devices or hosts busy).
+        var busyRecheckMs = 250
         var requestTimeoutSeconds = 10.0
         var connectTimeoutSeconds = 5.0
         /// Threads doing blocking deliveries; a hung receiver holds one of them until its timeout.
@@ -87,10 +93,9 @@ final class PushNotifier: @unchecked Sendable {
     }
 
     func start() {
-        let interval = DispatchTimeInterval.milliseconds(settings.pollIntervalMs)
         let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(10))
         timer.setEventHandler { [self] in poll() }
+        timer.schedule(deadline: .now())
         timer.resume()
         self.timer = timer
     }
@@ -102,23 +107,57 @@ final class PushNotifier: @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
+    /// Something changed in the store (a commit): look again soon. Coalesced: many wakes while
+    /// one is pending make one poll.
+    func wake() {
+        guard
+            pollScheduled.withLock({ scheduled in
+                defer { scheduled = true }
+                return !scheduled
+            })
+        else { return }
+        queue.async { [self] in
+            pollScheduled.withLock { $0 = false }
+            poll()
+        }
+    }
+
+    /// Sets the timer for the earliest due job (or the safety net).
+    private func sleepUntilNextDue() {
+        let time = now().milliseconds
+        var delay = Int64(settings.idleRecheckMs)
+        do {
+            if let next = try store.nextDueAt()?.milliseconds {
+                // Due already but held back (in flight, host busy): their completion wakes us.
+                delay = min(delay, next > time ? next - time : Int64(settings.busyRecheckMs))
+            }
+        } catch {
+            logger.warning("cannot read the next due time", ("error", "\(error)"))
+            delay = 1000
+        }
+        timer?.schedule(deadline: .now() + .milliseconds(Int(max(1, delay))))
+    }
+
     private func poll() {
+        defer { sleepUntilNextDue() }
         pollEvents()
         let busy = inFlight.withLock { $0 }
         let room = settings.maxInFlight - busy.count
         guard room > 0 else { return }
         let batches: [PushBatch]
         do {
-            batches = try store.duePushes(now: now(), limit: room * 4, skipping: busy)
+            batches = try store.duePushes(now: now(), limit: room, skipping: busy)
         } catch {
             logger.warning("cannot read due pushes", ("error", "\(error)"))
             return
         }
         let time = now()
-        for batch in batches.prefix(room) {
+        for batch in batches {
             guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
-            if time >= batch.expiresAt {
-                finish(batch, .dead(error: "TTL expired before it could be delivered"), started: time)
+            if case .dead(let error)? = settings.policy.expired(
+                now: time.milliseconds, expiresAt: batch.expiresAt.milliseconds)
+            {
+                finish(batch, .dead(error: error), started: time)
                 continue
             }
             let host = Self.hostKey(batch.pushURL)
@@ -133,28 +172,12 @@ final class PushNotifier: @unchecked Sendable {
                 continue
             }
             guard takeHostSlot(host) else {
-                // The host has its share of threads busy: the job stays due for the next poll.
+                // The host has its share of threads busy: the job stays due; a delivery to that
+                // host finishing wakes the scheduler.
                 inFlight.withLock { _ = $0.remove(batch.deviceKey) }
                 continue
             }
             deliver(batch, host: host)
-        }
-        // A full round means a backlog: go again as soon as deliveries free up room, not at the
-        // next tick.
-        if batches.count >= room { pollSoon() }
-    }
-
-    /// Polls again shortly (coalescing requests while one is pending).
-    private func pollSoon() {
-        guard
-            pollScheduled.withLock({ scheduled in
-                defer { scheduled = true }
-                return !scheduled
-            })
-        else { return }
-        queue.asyncAfter(deadline: .now() + .milliseconds(2)) { [self] in
-            pollScheduled.withLock { $0 = false }
-            poll()
         }
     }
 
@@ -182,22 +205,11 @@ final class PushNotifier: @unchecked Sendable {
         }
         post(target, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
             releaseHostSlot(host)
-            finish(batch, result(for: outcome, attempts: batch.attempts, expiresAt: batch.expiresAt), started: started)
-        }
-    }
-
-    /// Turns a receiver's answer into what the store records, applying backoff and the TTL.
-    private func result(for outcome: DeliveryOutcome, attempts: Int, expiresAt: Timestamp) -> PushResult {
-        switch outcome {
-        case .delivered: return .delivered
-        case .deviceGone: return .deviceGone(reason: "push receiver answered 404/410")
-        case .dead(let reason): return .dead(error: reason)
-        case .retry(let reason, let notBefore):
-            let time = now()
-            let backoff = settings.retry.delay(afterAttempt: attempts + 1, random: Double.random(in: 0...1))
-            let at = Timestamp(milliseconds: time.milliseconds + max(backoff, notBefore ?? 0))
-            if at >= expiresAt { return .dead(error: "TTL expired; last error: \(reason)") }
-            return .retry(error: reason, at: at)
+            let (verdict, health) = settings.policy.judge(
+                outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now().milliseconds,
+                random: Double.random(in: 0...1))
+            recordHealth(host, health)
+            finish(batch, PushResult(verdict), started: started)
         }
     }
 
@@ -215,7 +227,7 @@ final class PushNotifier: @unchecked Sendable {
             let addresses: [IPAddress]
             switch ssrfGuard.addresses(for: target) {
             case .failure(let refusal):
-                done(.dead(reason: "SSRF guard: \(refusal.description)"))
+                done(.refused(reason: "SSRF guard: \(refusal.description)"))
                 return
             case .success(let resolved): addresses = resolved
             }
@@ -229,7 +241,7 @@ final class PushNotifier: @unchecked Sendable {
                 return
             }
             guard let url = URL(string: "\(target.scheme)://\(target.hostHeader)\(target.target)") else {
-                done(.dead(reason: "URL is malformed"))
+                done(.refused(reason: "URL is malformed"))
                 return
             }
             var request = URLRequest(url: url)
@@ -270,12 +282,14 @@ final class PushNotifier: @unchecked Sendable {
                 continue
             }
             post(target, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
-                let result: PushResult
-                switch outcome {
-                case .deviceGone: result = .dead(error: "events receiver answered 404/410")
-                default: result = self.result(for: outcome, attempts: job.attempts, expiresAt: job.expiresAt)
+                let (verdict, _) = settings.policy.judge(
+                    outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds, now: now().milliseconds,
+                    random: Double.random(in: 0...1))
+                if case .deviceGone = verdict {
+                    finishEvent(job, .dead(error: "events receiver answered 404/410"))
+                } else {
+                    finishEvent(job, PushResult(verdict))
                 }
-                finishEvent(job, result)
             }
         }
     }
@@ -284,6 +298,7 @@ final class PushNotifier: @unchecked Sendable {
         let logger = self.logger
         store.finishEvent(job, result: result, now: now()) { [self] stored in
             eventsInFlight.withLock { _ = $0.remove(job.id) }
+            wake()
             if case .failure(let error) = stored { logger.error("cannot record event outcome", ("error", "\(error)")) }
             if case .dead(let error) = result {
                 logger.warning("event dead-lettered", ("event.type", job.type), ("error", error))
@@ -296,16 +311,14 @@ final class PushNotifier: @unchecked Sendable {
         return "\(parsed.host):\(parsed.port)"
     }
 
-    /// Feeds the breaker of the batch's host: receiver errors count as failures; any answer that
-    /// shows the host alive (2xx, 4xx) as a success.
-    private func recordHealth(_ batch: PushBatch, _ result: PushResult) {
-        let host = Self.hostKey(batch.pushURL)
+    /// Feeds the breaker of a receiver host with what that host did (`DeliveryPolicy.HostHealth`).
+    private func recordHealth(_ host: String, _ health: DeliveryPolicy.HostHealth) {
         let time = now()
         breakers.withLock { breakers in
-            switch result {
-            case .postponed: return
-            case .retry: breakers[host, default: CircuitBreaker()].recordFailure(at: time)
-            case .delivered, .dead, .deviceGone: breakers[host, default: CircuitBreaker()].recordSuccess()
+            switch health {
+            case .alive: breakers[host, default: CircuitBreaker()].recordSuccess()
+            case .failing: breakers[host, default: CircuitBreaker()].recordFailure(at: time)
+            case .unknown: break
             }
         }
     }
@@ -318,13 +331,13 @@ final class PushNotifier: @unchecked Sendable {
     }
 
     private func finish(_ batch: PushBatch, _ result: PushResult, started: Timestamp) {
-        recordHealth(batch, result)
         let metrics = self.metrics
         let logger = self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId)
         let events = self.events
         let finishedAt = now()
         store.finish(batch, result: result, now: finishedAt) { [self] stored in
             inFlight.withLock { _ = $0.remove(batch.deviceKey) }
+            wake()  // the device (and maybe its host) is free again
             if case .failure(let error) = stored {
                 logger.error("cannot record push outcome", ("error", "\(error)"))
                 return
@@ -400,5 +413,17 @@ extension RelayEvent {
         writer.member("error", orNull: error)
         writer.endObject()
         return RelayEvent(type: type, data: writer.bytes, at: at)
+    }
+}
+
+extension PushResult {
+    /// What the store records for a policy verdict.
+    init(_ verdict: DeliveryPolicy.Verdict) {
+        switch verdict {
+        case .delivered: self = .delivered
+        case .deviceGone(let reason): self = .deviceGone(reason: reason)
+        case .retry(let error, let at): self = .retry(error: error, at: Timestamp(milliseconds: at))
+        case .dead(let error): self = .dead(error: error)
+        }
     }
 }

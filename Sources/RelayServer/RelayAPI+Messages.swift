@@ -22,12 +22,15 @@ extension RelayAPI {
         let metrics = self.metrics
         let live = self.live
         let createdAt = now()
+        var online: [String: Set<String>] = [:]
+        if let hub = live?.hub {
+            for userId in message.recipients {
+                let devices = hub.onlineDevices(userId)
+                if !devices.isEmpty { online[userId] = devices }
+            }
+        }
         store.accept(
-            NewMessage(
-                message: message, fingerprint: fingerprint, now: createdAt,
-                pushDueAt: Timestamp(milliseconds: createdAt.milliseconds + config.pushDelayMs)),
-            // Decided inside the write, so the answer matches what the live fan-out then does.
-            onlineDevices: { userId in live?.hub.onlineDevices(userId) ?? [] },
+            NewMessage(message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery, online: online),
             completion: onStore(reply) { (outcome: AcceptOutcome) in
                 switch outcome {
                 case .accepted(let recipients):

@@ -20,6 +20,8 @@ package final class RelayAPI: Sendable {
     let now: @Sendable () -> Timestamp
     /// The WebSocket gateway and presence tracker.
     let live: LiveGateway?
+    /// When each device's push falls due.
+    let delivery: DeliveryPolicy
     /// `wsAllowedOrigins` in compared form; nil (the default, an empty list) allows every origin.
     let allowedOrigins: Set<String>?
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
@@ -77,6 +79,7 @@ package final class RelayAPI: Sendable {
         self.allowList = allowList
         self.live = live
         self.now = now
+        delivery = config.deliveryPolicy
         allowedOrigins =
             config.wsAllowedOrigins.isEmpty
             ? nil : Set(config.wsAllowedOrigins.map(WebSocketHandshake.normalizedOrigin))

@@ -31,8 +31,14 @@ package final class RelayApp: @unchecked Sendable {
         self.logger = logger
         let metrics = Metrics()
         let epochKey = EpochKeyHolder()
+        let commits = CommitSignal()
         store = try SQLiteStore(
-            path: config.db, epochFor: { epochKey.epoch(for: $0) }, onBatch: { metrics.recordBatch(size: $0) })
+            path: config.db, epochFor: { epochKey.epoch(for: $0) },
+            onBatch: {
+                metrics.recordBatch(size: $0)
+                commits.fire()
+            },
+            onFailure: { write, error in logger.error("store write failed", ("write", write), ("error", "\(error)")) })
         let secrets = try Secrets.resolve(config: config, store: store)
         epochKey.set(secrets.epochKey)
         let clock: @Sendable () -> Timestamp = { Timestamp.now }
@@ -51,17 +57,17 @@ package final class RelayApp: @unchecked Sendable {
         loopConfig.maxFramesPerSecond = config.wsFramesPerS
         webSockets = try WebSocketLoop(configuration: loopConfig)
         let events = EventOutbox(store: store, metrics: metrics, logger: logger, deliver: config.eventsUrl != nil)
-        let hub = LiveHub(store: store, logger: logger, events: events, debounceMs: config.pushDelayMs, now: clock)
+        let hub = LiveHub(store: store, logger: logger, events: events, delivery: config.deliveryPolicy, now: clock)
         let webhookKey = secrets.webhookSecret.key
         notifier = PushNotifier(
             store: store,
             settings: PushNotifier.Settings(
-                retry: RetryPolicy(baseMilliseconds: config.pushRetryBaseMs, capMilliseconds: config.pushRetryCapMs),
-                requestTimeoutSeconds: Double(config.pushTimeoutMs) / 1000),
+                policy: config.deliveryPolicy, requestTimeoutSeconds: Double(config.pushTimeoutMs) / 1000),
             signer: WebhookSignature(
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, now: clock)
+        commits.listen { [weak notifier] in notifier?.wake() }
         let auth = Authenticator(
             serverKeys: secrets.serverKeys, tokens: tokens, revocations: TokenRevocations(try store.tokenRevocations()),
             limiter: RateLimiter(
@@ -71,7 +77,7 @@ package final class RelayApp: @unchecked Sendable {
                     ratePerSecond: Double(config.rateLimitClientPerS), burst: Double(config.rateLimitClientPerS) * 3)),
             now: clock)
         gateway = LiveGateway(
-            loop: webSockets, hub: hub, store: store, logger: logger, ackTimeoutMs: config.ackTimeoutMs, auth: auth,
+            loop: webSockets, hub: hub, store: store, logger: logger, delivery: config.deliveryPolicy, auth: auth,
             accessLog: config.accessLog)
         let loop = webSockets
         // Weak captures: the gauges live in `metrics`, which these objects hold (no cycle).
@@ -142,7 +148,7 @@ package final class RelayApp: @unchecked Sendable {
         // at once: 124 MB RSS, 45 MB after a trim); give those pages back every few seconds.
         repeating(every: .seconds(5), leeway: .seconds(1)) { _ = pr_malloc_trim() }
         let hub = gateway.hub
-        repeating(every: .milliseconds(100), leeway: .milliseconds(20)) {
+        repeating(every: .milliseconds(250), leeway: .milliseconds(50)) {
             hub.reportDuePresence()
             hub.closeExpiredSessions(now: hub.now())
         }

@@ -1,3 +1,5 @@
+import RelayCore
+
 /// Every setting of the relay, each with its default. Loaded from a JSON file, then the
 /// environment (`PUSHRELAY_` + upper snake case), then flags (`--kebab-case`); later wins.
 package struct RelayConfig: Sendable, Equatable {
@@ -78,4 +80,13 @@ package struct RelayConfig: Sendable, Equatable {
     package var pruneIntervalS: Int64 = 60
 
     package init() {}
+}
+
+extension RelayConfig {
+    /// The delivery decisions these settings make.
+    var deliveryPolicy: DeliveryPolicy {
+        DeliveryPolicy(
+            pushDelayMs: pushDelayMs, ackTimeoutMs: ackTimeoutMs,
+            retry: RetryPolicy(baseMilliseconds: pushRetryBaseMs, capMilliseconds: pushRetryCapMs))
+    }
 }

@@ -22,14 +22,23 @@ package struct NewMessage: Sendable {
     /// SHA-256 of the canonical request; the idempotency check compares it.
     package var fingerprint: [UInt8]
     package var now: Timestamp
-    /// When push jobs for offline recipients become due; nil queues none.
-    package var pushDueAt: Timestamp?
+    /// Decides when each registered device's push job falls due; nil queues none.
+    package var delivery: DeliveryPolicy?
+    /// The recipients' devices with an open foreground socket, seen just before the write: they
+    /// get the message live, and their push waits for the ack. A snapshot, not a question asked
+    /// from inside the transaction: a device that comes or goes meanwhile is pushed a little
+    /// sooner or later, never not at all.
+    package var online: [String: Set<String>]
 
-    package init(message: IncomingMessage, fingerprint: [UInt8], now: Timestamp, pushDueAt: Timestamp? = nil) {
+    package init(
+        message: IncomingMessage, fingerprint: [UInt8], now: Timestamp, delivery: DeliveryPolicy? = nil,
+        online: [String: Set<String>] = [:]
+    ) {
         self.message = message
         self.fingerprint = fingerprint
         self.now = now
-        self.pushDueAt = pushDueAt
+        self.delivery = delivery
+        self.online = online
     }
 }
 

@@ -5,9 +5,7 @@ package import RelayCore
 /// Writes complete through a callback once durable (they may be grouped with others into one
 /// transaction); reads are synchronous and see every committed write.
 package protocol RelayStore: Sendable {
-    func accept(
-        _ message: NewMessage, onlineDevices: @escaping @Sendable (String) -> Set<String>,
-        completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
+    func accept(_ message: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
     ) throws(StoreError) -> CatchUpPage
@@ -53,10 +51,12 @@ package protocol RelayStore: Sendable {
         completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void)
     /// Pending push jobs.
     func pendingPushCount() throws(StoreError) -> Int
-    /// Live frames in `(after, upTo]` still unacked become push jobs for that device.
-    func queueUnackedPushes(userId: String, deviceId: String, after: Int64, upTo: Int64, now: Timestamp)
-    /// Cancels a device's pending message pushes at or below `seq` (it got them live).
-    func cancelPushes(userId: String, deviceId: String, upTo seq: Int64, now: Timestamp)
+    /// The device was sent everything up to `seq` by a catch-up: its pending message jobs there
+    /// wait for the ack, due no sooner than `until` (`DeliveryPolicy.dueAfterCatchUp`).
+    func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp)
+    /// The earliest due time among pending push and event jobs, if any (the scheduler sleeps
+    /// until then).
+    func nextDueAt() throws(StoreError) -> Timestamp?
 
     /// Queues an event for `eventsUrl` (durable), due at once.
     func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp)

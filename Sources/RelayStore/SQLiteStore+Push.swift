@@ -38,29 +38,31 @@ package enum PushResult: Sendable {
 }
 
 extension SQLiteStore {
-    /// Queues a push job for every active device of `userId` (inside the accept write).
-    /// A pending job with the same `collapseKey` on that device is replaced (RFC 8030 "Topic").
+    /// Queues a push job for every active device of `userId` (inside the accept write), due when
+    /// `policy` says. A pending job with the same `collapseKey` on that device is replaced (RFC
+    /// 8030 "Topic"). Returns whether any job was queued.
     static func queuePushJobs(
         _ db: SQLiteConnection, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
-        dueAt: Timestamp, expiresAt: Timestamp, skipping online: Set<String>
+        policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>
     ) throws -> Bool {
         var devices: [String] = []
         try db.query("SELECT device_id FROM devices WHERE user_id = ? AND active = 1", [.text(userId)]) {
-            let deviceId = $0.text(0)
-            if !online.contains(deviceId) { devices.append(deviceId) }
+            devices.append($0.text(0))
         }
         for deviceId in devices {
-            // One push per window: a device's push is due `pushDelay` after its *first* pending
-            // message, so a message joining an open window takes that window's due time.
-            var due = dueAt.milliseconds
+            // The device's open push window: the earliest due time still ahead (jobs already due
+            // are being sent, or about to be, with everything pending at that moment).
+            var window: Int64?
             try db.query(
                 """
                 SELECT min(due_at) FROM push_jobs
-                WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message'
-                """, [.text(userId), .text(deviceId)]
+                WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message' AND due_at > ?
+                """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
             ) { row in
-                if !row.isNull(0) { due = min(due, row.int64(0)) }
+                if !row.isNull(0) { window = row.int64(0) }
             }
+            let due = policy.dueAt(
+                committedAt: now.milliseconds, online: online.contains(deviceId), openWindowDue: window)
             if let collapseKey = message.collapseKey {
                 try db.run(
                     """
@@ -83,8 +85,9 @@ extension SQLiteStore {
         return !devices.isEmpty
     }
 
-    /// Due jobs, coalesced per device: once a device has a due job, every job pending for it
-    /// goes into its one batch (a push covers everything pending when it is sent).
+    /// Due jobs, coalesced per device: every due job of a device goes into its one batch. A
+    /// window's jobs share their due time (`DeliveryPolicy.dueAt`), so a push covers its whole
+    /// window; jobs still waiting for an ack are not due yet and stay out.
     /// Devices in `skipping` (deliveries in flight) are left out; at most `limit` devices.
     package func duePushes(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [PushBatch] {
         try read { db in
@@ -114,9 +117,9 @@ extension SQLiteStore {
                     FROM push_jobs j
                     JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
                     LEFT JOIN messages m ON m.id = j.message_id
-                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = 'pending'
+                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = 'pending' AND j.due_at <= ?
                     ORDER BY j.kind DESC, j.seq, j.id
-                    """, [.text(userId), .text(deviceId)]
+                    """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
                 ) { row in
                     let seq = row.int64(4)
                     let kind = row.text(2)
@@ -218,17 +221,28 @@ extension SQLiteStore {
             }, completion: completion)
     }
 
-    /// Cancels pending message pushes of one device at or below `seq` (it came online and was
-    /// sent them).
-    package func cancelPushes(userId: String, deviceId: String, upTo seq: Int64, now: Timestamp) {
+    package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {
         writer.submit(
             { db in
                 try db.run(
                     """
-                    UPDATE push_jobs SET state = 'cancelled', last_error = 'delivered live', updated_at = ?
+                    UPDATE push_jobs SET due_at = max(due_at, ?), updated_at = ?
                     WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
-                    """, [.int(now.milliseconds), .text(userId), .text(deviceId), .int(seq)])
-            }, completion: { _ in })
+                    """,
+                    [.int(until.milliseconds), .int(until.milliseconds), .text(userId), .text(deviceId), .int(seq)])
+            }, completion: logFailure("await ack"))
+    }
+
+    package func nextDueAt() throws(StoreError) -> Timestamp? {
+        try read { db in
+            var earliest: Int64?
+            for table in ["push_jobs", "event_jobs"] {
+                try db.query("SELECT min(due_at) FROM \(table) WHERE state = 'pending'") { row in
+                    if !row.isNull(0) { earliest = min(earliest ?? .max, row.int64(0)) }
+                }
+            }
+            return earliest.map { Timestamp(milliseconds: $0) }
+        }
     }
 
     /// Inside an ack that moved the cursor from `old` to `new`: pending pushes at or below it are
@@ -365,7 +379,7 @@ extension SQLiteStore {
                         .text(type), .text(String(decoding: body, as: UTF8.self)), .int(now.milliseconds),
                         .int(expiresAt.milliseconds), .int(now.milliseconds), .int(now.milliseconds),
                     ])
-            }, completion: { _ in })
+            }, completion: logFailure("queue event"))
     }
 
     package func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob] {
@@ -429,28 +443,5 @@ extension SQLiteStore {
             try db.query("SELECT count(*) FROM push_jobs WHERE state = 'pending'") { count = Int($0.int64(0)) }
             return count
         }
-    }
-
-    /// Live frames in `(after, upTo]` that the user has not acked by now become push jobs for
-    /// the device they were sent to (DESIGN §2: a live frame not acked within `ackTimeout`).
-    /// The ack check happens inside the write, so an ack that raced it is respected.
-    package func queueUnackedPushes(userId: String, deviceId: String, after: Int64, upTo: Int64, now: Timestamp) {
-        writer.submit(
-            { db in
-                try db.run(
-                    """
-                    INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key, state,
-                        due_at, expires_at, created_at, updated_at)
-                    SELECT 'msg_' || lower(hex(randomblob(12))), 'message', e.user_id, ?2, e.message_id, e.seq,
-                        m.collapse_key, 'pending', ?5, e.expires_at, ?5, ?5
-                    FROM inbox_entries e
-                    JOIN messages m ON m.id = e.message_id
-                    JOIN inboxes i ON i.user_id = e.user_id
-                    JOIN devices d ON d.user_id = e.user_id AND d.device_id = ?2 AND d.active = 1
-                    WHERE e.user_id = ?1 AND e.seq > ?3 AND e.seq <= ?4 AND e.seq > i.ack_seq
-                        AND NOT EXISTS (SELECT 1 FROM push_jobs j WHERE j.user_id = e.user_id AND j.device_id = ?2
-                            AND j.seq = e.seq AND j.kind = 'message')
-                    """, [.text(userId), .text(deviceId), .int(after), .int(upTo), .int(now.milliseconds)])
-            }, completion: { _ in })
     }
 }

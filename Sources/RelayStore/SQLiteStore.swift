@@ -9,14 +9,18 @@ package final class SQLiteStore: RelayStore {
     /// The epoch a user's inbox gets when it is created; derived, so that a read of an inbox
     /// that does not exist yet already names the epoch it will have.
     private let epochFor: @Sendable (String) -> String
+    /// Told about writes nobody waits for (fire-and-forget) that failed, so none is lost silently.
+    private let onFailure: @Sendable (_ write: String, _ error: StoreError) -> Void
 
     /// Opens (creating and migrating) the database at `path`.
     /// - Parameters:
     ///   - epochFor: the epoch of a new inbox for a user id.
     ///   - onBatch: called with the number of writes in each committed transaction.
+    ///   - onFailure: called with the name of a fire-and-forget write that failed, and why.
     package init(
         path: String, epochFor: @escaping @Sendable (String) -> String,
-        onBatch: @escaping @Sendable (Int) -> Void = { _ in }
+        onBatch: @escaping @Sendable (Int) -> Void = { _ in },
+        onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
         do {
             let connection = try SQLiteConnection(path: path)
@@ -33,7 +37,16 @@ package final class SQLiteStore: RelayStore {
         }
         readers = ReaderPool(path: path)
         self.epochFor = epochFor
+        self.onFailure = onFailure
         writer.start()
+    }
+
+    /// The completion of a write nobody waits for: failures go to `onFailure`.
+    func logFailure<T>(_ write: String) -> @Sendable (Result<T, StoreError>) -> Void {
+        let onFailure = self.onFailure
+        return { result in
+            if case .failure(let error) = result { onFailure(write, error) }
+        }
     }
 
     package func close() {
@@ -43,10 +56,8 @@ package final class SQLiteStore: RelayStore {
 
     // MARK: Messages
 
-    package func accept(
-        _ new: NewMessage, onlineDevices: @escaping @Sendable (String) -> Set<String>,
-        completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void
-    ) {
+    package func accept(_ new: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
+    {
         let epochFor = self.epochFor
         writer.submit(
             { db in
@@ -71,13 +82,13 @@ package final class SQLiteStore: RelayStore {
                         ON CONFLICT(user_id) DO UPDATE SET head_seq = head_seq + 1 RETURNING head_seq
                         """, [.text(userId), .text(epochFor(userId)), .int(now)]
                     ) { seq = $0.int64(0) }
-                    // Per device: online ones get the live frame, offline ones with a push URL a job.
-                    let online = onlineDevices(userId)
+                    // A job for every registered device, online or not: the policy set its due time.
+                    let online = new.online[userId] ?? []
                     var initial: InitialDelivery = online.isEmpty ? .stored : .live
-                    if let dueAt = new.pushDueAt,
+                    if let policy = new.delivery,
                         try Self.queuePushJobs(
-                            db, userId: userId, seq: seq, message: message, now: new.now, dueAt: dueAt,
-                            expiresAt: Timestamp(milliseconds: expiresAt), skipping: online),
+                            db, userId: userId, seq: seq, message: message, now: new.now, policy: policy,
+                            expiresAt: Timestamp(milliseconds: expiresAt), online: online),
                         online.isEmpty
                     {
                         initial = .push
@@ -239,7 +250,7 @@ package final class SQLiteStore: RelayStore {
                 try db.run(
                     "UPDATE inboxes SET fetched_seq = ? WHERE user_id = ? AND fetched_seq < ?",
                     [.int(seq), .text(userId), .int(seq)])
-            }, completion: { _ in })
+            }, completion: logFailure("mark fetched"))
     }
 
     package func ack(

@@ -21,7 +21,7 @@ import Testing
 
     static func accept(_ store: SQLiteStore, _ new: NewMessage) async throws -> AcceptOutcome {
         try await withCheckedThrowingContinuation { continuation in
-            store.accept(new, onlineDevices: { _ in [] }) { continuation.resume(with: $0) }
+            store.accept(new) { continuation.resume(with: $0) }
         }
     }
 
@@ -162,7 +162,7 @@ import Testing
         for (index, at) in [1_000, 1_100, 1_500].enumerated() {
             var new = try message("w\(index)", ["u"])
             new.now = Timestamp(milliseconds: Int64(at))
-            new.pushDueAt = Timestamp(milliseconds: Int64(at) + 600)
+            new.delivery = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
             _ = try await Self.accept(store, new)
         }
         #expect(try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: []).isEmpty)

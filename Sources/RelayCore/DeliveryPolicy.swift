@@ -1,0 +1,89 @@
+/// The delivery decisions, as pure functions of events and time (milliseconds), so that they can
+/// be tested without I/O and simulated over random interleavings.
+///
+/// Every committed message gets a push job for every registered device of its recipient, in the
+/// same transaction: nothing depends on what a socket does after the commit. The job's due time
+/// is the policy's:
+///
+/// - **committed**, device offline: a push window opens `pushDelayMs` from now, or the message
+///   joins the window already open for that device (the earliest due time still in the future),
+///   so one push covers everything pending when it fires;
+/// - **committed**, device online: it gets the message live, and the push waits `ackTimeoutMs`
+///   for the user's ack; if the socket dies first, the job is still there;
+/// - **caught up** (a reconnecting device was sent the message): the push waits for the ack;
+/// - **went offline**: nothing changes. (Bringing the push forward would overtake an ack that
+///   comes within `ackTimeoutMs` from another device or after a reconnect — the simulation in
+///   the tests found exactly that.)
+/// - **acked** by any device of the user: the job is cancelled (and devices already pushed get a
+///   `clear`);
+/// - **attempted**: `judge` turns the receiver's answer into the job's next state and the
+///   breaker's input.
+///
+/// Invariant (checked by the simulation in the tests): every committed message, for every
+/// registered device, ends acked, covered by a delivered push, dead-lettered with a reason, or
+/// with its device disabled or deleted — never nothing.
+public struct DeliveryPolicy: Sendable, Equatable {
+    public var pushDelayMs: Int64
+    public var ackTimeoutMs: Int64
+    public var retry: RetryPolicy
+
+    public init(pushDelayMs: Int64 = 3000, ackTimeoutMs: Int64 = 10_000, retry: RetryPolicy = RetryPolicy()) {
+        self.pushDelayMs = pushDelayMs
+        self.ackTimeoutMs = ackTimeoutMs
+        self.retry = retry
+    }
+
+    /// When the job of a message committed at `now` for one device falls due. An offline
+    /// device's message joins its open push window (and takes its due time exactly, so that a
+    /// window's jobs fall due together and go out as one push); an online device's waits for the
+    /// ack on its own, so that a prompt ack is never overtaken by an older window's push.
+    /// - Parameter openWindowDue: the earliest due time after `now` among the device's pending
+    ///   message jobs (its open push window), if any.
+    public func dueAt(committedAt now: Int64, online: Bool, openWindowDue: Int64?) -> Int64 {
+        if online { return now + ackTimeoutMs }
+        guard let window = openWindowDue, window > now else { return now + pushDelayMs }
+        return min(now + pushDelayMs, window)
+    }
+
+    /// The device was sent the message by a catch-up: its push now waits for the ack.
+    public func dueAfterCatchUp(currentDue: Int64, now: Int64) -> Int64 { max(currentDue, now + ackTimeoutMs) }
+
+    /// What an attempt means for its jobs.
+    public enum Verdict: Sendable, Equatable {
+        case delivered
+        case deviceGone(reason: String)
+        case retry(error: String, at: Int64)
+        case dead(error: String)
+    }
+
+    /// What an attempt says about the receiver host, for its circuit breaker. Only what the host
+    /// did counts: an expired job, a refused URL or a 4xx dead letter says nothing about it.
+    public enum HostHealth: Sendable, Equatable {
+        case alive
+        case failing
+        case unknown
+    }
+
+    /// Judges one attempt (`attempts` made before it) of jobs that may be retried until
+    /// `expiresAt`; `random` in 0...1 draws the backoff's jitter.
+    public func judge(
+        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: Double
+    ) -> (verdict: Verdict, host: HostHealth) {
+        switch outcome {
+        case .delivered: return (.delivered, .alive)
+        case .deviceGone: return (.deviceGone(reason: "push receiver answered 404/410"), .unknown)
+        case .dead(let reason): return (.dead(error: reason), .unknown)
+        case .refused(let reason): return (.dead(error: reason), .unknown)
+        case .retry(let reason, let notBefore):
+            let backoff = retry.delay(afterAttempt: attempts + 1, random: random)
+            let at = now + max(backoff, notBefore ?? 0)
+            guard at < expiresAt else { return (.dead(error: "TTL expired; last error: \(reason)"), .failing) }
+            return (.retry(error: reason, at: at), .failing)
+        }
+    }
+
+    /// Jobs whose TTL passed before an attempt: dead, and the host is not judged.
+    public func expired(now: Int64, expiresAt: Int64) -> Verdict? {
+        now >= expiresAt ? .dead(error: "TTL expired before it could be delivered") : nil
+    }
+}

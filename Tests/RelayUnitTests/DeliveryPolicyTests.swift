@@ -1,0 +1,221 @@
+import RelayCore
+import Testing
+
+/// `DeliveryPolicy`'s decisions, and a seeded simulation of them over random interleavings of
+/// commits, sockets, acks, receiver outcomes and time, checking the delivery invariants.
+@Suite struct DeliveryPolicyTests {
+    let policy = DeliveryPolicy(
+        pushDelayMs: 300, ackTimeoutMs: 800, retry: RetryPolicy(baseMilliseconds: 100, capMilliseconds: 2000))
+
+    @Test func dueTimes() {
+        // Offline: a window opens a push delay from now, or the message joins the open one.
+        #expect(policy.dueAt(committedAt: 1000, online: false, openWindowDue: nil) == 1300)
+        #expect(policy.dueAt(committedAt: 1100, online: false, openWindowDue: 1300) == 1300)
+        #expect(policy.dueAt(committedAt: 1300, online: false, openWindowDue: 1300) == 1600)  // fired: next window
+        // Online: waits for the ack on its own, never joins an older window.
+        #expect(policy.dueAt(committedAt: 1100, online: true, openWindowDue: 1300) == 1900)
+        #expect(policy.dueAfterCatchUp(currentDue: 1300, now: 1200) == 2000)
+    }
+
+    /// Only what the host did feeds its breaker: not an expired job, a refused URL, a 4xx.
+    @Test func theBreakerHearsOnlyTheHost() {
+        func host(_ outcome: DeliveryOutcome, expiresAt: Int64 = 100_000) -> DeliveryPolicy.HostHealth {
+            policy.judge(outcome, attempts: 0, expiresAt: expiresAt, now: 1000, random: 0.5).host
+        }
+        #expect(host(.delivered) == .alive)
+        #expect(host(.retry(reason: "HTTP 503", notBeforeMilliseconds: nil)) == .failing)
+        #expect(host(.retry(reason: "connect timed out", notBeforeMilliseconds: nil), expiresAt: 1001) == .failing)
+        #expect(host(.dead(reason: "HTTP 400")) == .unknown)
+        #expect(host(.deviceGone) == .unknown)
+        #expect(host(.refused(reason: "SSRF guard")) == .unknown)
+        #expect(policy.expired(now: 2000, expiresAt: 2000) != nil)
+        #expect(policy.expired(now: 1999, expiresAt: 2000) == nil)
+        // A retry that would land past the TTL is dead instead, with the last error.
+        let late = policy.judge(
+            .retry(reason: "HTTP 500", notBeforeMilliseconds: 5000), attempts: 0, expiresAt: 3000, now: 1000, random: 0)
+        #expect(late.verdict == .dead(error: "TTL expired; last error: HTTP 500"))
+    }
+
+    // MARK: Simulation
+
+    /// A small deterministic generator (SplitMix64), so that a failing seed can be replayed.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// One user with a few registered devices; the store's push jobs, the sockets, the ack cursor.
+    struct World {
+        struct Job {
+            var seq: Int64
+            var device: Int
+            var due: Int64
+            var attempts = 0
+            var state: State = .pending
+            let expiresAt: Int64
+            enum State: Equatable { case pending, delivered, dead, cancelled }
+        }
+
+        struct Push {
+            var device: Int
+            var seqs: [Int64]
+            var at: Int64
+            var ackAtSend: Int64
+        }
+
+        let policy: DeliveryPolicy
+        var now: Int64 = 0
+        var head: Int64 = 0
+        var ack: Int64 = 0
+        var online: [Bool]
+        /// Seq the device last caught up to (what it was sent), for acks only it can give.
+        var received: [Int64]
+        var jobs: [Job] = []
+        var pushes: [Push] = []
+        /// Seq → (commit time, devices online at commit), for I3.
+        var commits: [Int64: (at: Int64, online: [Bool])] = [:]
+        var ackTimes: [Int64: Int64] = [:]
+        var trace: [String] = []
+
+        init(policy: DeliveryPolicy, devices: Int) {
+            self.policy = policy
+            online = Array(repeating: false, count: devices)
+            received = Array(repeating: 0, count: devices)
+        }
+
+        mutating func commit() {
+            head += 1
+            commits[head] = (now, online)
+            for device in online.indices {
+                let window = jobs.filter { $0.device == device && $0.state == .pending && $0.due > now }
+                    .map(\.due).min()
+                let due = policy.dueAt(committedAt: now, online: online[device], openWindowDue: window)
+                jobs.append(Job(seq: head, device: device, due: due, expiresAt: now + 60_000))
+                if online[device] { received[device] = head }  // sent live
+            }
+            trace.append("t=\(now) commit \(head) online=\(online)")
+        }
+
+        mutating func connect(_ device: Int) {
+            online[device] = true
+            received[device] = head  // catch-up
+            let until = policy.dueAfterCatchUp(currentDue: now, now: now)
+            for index in jobs.indices where jobs[index].device == device && jobs[index].state == .pending {
+                jobs[index].due = max(jobs[index].due, until)
+            }
+            trace.append("t=\(now) connect \(device)")
+        }
+
+        mutating func disconnect(_ device: Int) {
+            guard online[device] else { return }
+            online[device] = false  // nothing else changes: its pushes still wait for the ack
+            trace.append("t=\(now) disconnect \(device)")
+        }
+
+        /// An online device acks what it has.
+        mutating func acknowledge(_ device: Int) {
+            guard online[device], received[device] > ack else { return }
+            for seq in (ack + 1)...received[device] { ackTimes[seq] = now }
+            ack = received[device]
+            for index in jobs.indices where jobs[index].state == .pending && jobs[index].seq <= ack {
+                jobs[index].state = .cancelled
+            }
+            trace.append("t=\(now) ack \(ack) by \(device)")
+        }
+
+        /// The notifier: every device with due jobs gets one push covering them.
+        mutating func fire(_ outcomeFor: (Int) -> DeliveryOutcome, random: Double) {
+            for device in online.indices {
+                let due = jobs.indices.filter {
+                    jobs[$0].device == device && jobs[$0].state == .pending && jobs[$0].due <= now
+                }
+                guard !due.isEmpty else { continue }
+                let attempts = due.map { jobs[$0].attempts }.max() ?? 0
+                let expiresAt = due.map { jobs[$0].expiresAt }.max() ?? 0
+                let outcome = outcomeFor(device)
+                let (verdict, _) = policy.judge(
+                    outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random)
+                trace.append("t=\(now) push \(device) seqs \(due.map { jobs[$0].seq }) → \(verdict)")
+                for index in due {
+                    jobs[index].attempts += 1
+                    switch verdict {
+                    case .delivered: jobs[index].state = .delivered
+                    case .retry(_, let at): jobs[index].due = at
+                    case .dead, .deviceGone: jobs[index].state = .dead
+                    }
+                }
+                if verdict == .delivered {
+                    pushes.append(Push(device: device, seqs: due.map { jobs[$0].seq }, at: now, ackAtSend: ack))
+                }
+            }
+        }
+
+        /// I1–I4, once everything has settled.
+        func violations() -> [String] {
+            var found: [String] = []
+            for job in jobs {
+                let covered = pushes.contains { $0.device == job.device && $0.seqs.contains(job.seq) }
+                if !(job.seq <= ack || covered || job.state == .dead) {
+                    found.append("I1: seq \(job.seq) device \(job.device) ended with nothing (\(job.state))")
+                }
+            }
+            for push in pushes where push.seqs.contains(where: { $0 <= push.ackAtSend }) {
+                found.append("I2: push to \(push.device) at \(push.at) covers acked seqs \(push.seqs)")
+            }
+            for push in pushes {
+                for seq in push.seqs {
+                    guard let commit = commits[seq], commit.online[push.device], let acked = ackTimes[seq],
+                        acked - commit.at < policy.ackTimeoutMs
+                    else { continue }
+                    found.append("I3: device \(push.device) got seq \(seq) live, acked in time, and was pushed")
+                }
+            }
+            for device in online.indices {
+                let covers = pushes.filter { $0.device == device }.flatMap(\.seqs)
+                if Set(covers).count != covers.count {
+                    found.append("I4: device \(device) was pushed one seq twice: \(covers.sorted())")
+                }
+            }
+            return found
+        }
+    }
+
+    @Test(arguments: 0..<400)
+    func randomInterleavingsKeepTheInvariants(seed: UInt64) {
+        var random = Generator(state: seed)
+        var world = World(policy: policy, devices: 3)
+        for _ in 0..<60 {
+            world.now += Int64.random(in: 0...250, using: &random)
+            let device = Int.random(in: 0..<3, using: &random)
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0...2: world.commit()
+            case 3: world.connect(device)
+            case 4: world.disconnect(device)
+            case 5: world.acknowledge(device)
+            default:
+                let roll = Int.random(in: 0..<10, using: &random)
+                world.fire(
+                    { _ in
+                        roll < 6
+                            ? .delivered
+                            : roll < 9
+                                ? .retry(reason: "HTTP 503", notBeforeMilliseconds: nil) : .dead(reason: "HTTP 400")
+                    }, random: Double.random(in: 0...1, using: &random))
+            }
+        }
+        // Settle: sockets close, time passes, the receiver recovers, every due job is sent.
+        for device in 0..<3 { world.disconnect(device) }
+        for _ in 0..<100 {
+            world.now += 500
+            world.fire({ _ in .delivered }, random: 0.5)
+        }
+        let violations = world.violations()
+        #expect(violations.isEmpty, "seed \(seed): \(violations)\n\(world.trace.joined(separator: "\n"))")
+    }
+}
