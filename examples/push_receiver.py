@@ -37,32 +37,33 @@ class Verifier:
         self.lock = threading.Lock()
 
     def verify(self, headers, body):
-        """Returns None when the request is authentic, else why not."""
+        """Returns (problem, repeat): problem is None when the request is authentic; repeat is
+        True for an id already handled within the window (a retry: acknowledge, send nothing)."""
         msg_id = headers.get("webhook-id")
         timestamp = headers.get("webhook-timestamp")
         signatures = headers.get("webhook-signature")
         if not (msg_id and timestamp and signatures):
-            return "missing webhook-id, webhook-timestamp or webhook-signature"
+            return "missing webhook-id, webhook-timestamp or webhook-signature", False
         try:
             sent = int(timestamp)
         except ValueError:
-            return "malformed webhook-timestamp"
+            return "malformed webhook-timestamp", False
         now = time.time()
         if abs(now - sent) > TOLERANCE_SECONDS:
-            return "timestamp outside the tolerance window"
+            return "timestamp outside the tolerance window", False
         signed = f"{msg_id}.{timestamp}.".encode() + body
         expected = base64.b64encode(hmac.new(self.key, signed, hashlib.sha256).digest()).decode()
         # The header may carry several space-separated signatures (key rotation); one must match.
         if not any(part.startswith("v1,") and hmac.compare_digest(part[3:], expected)
                    for part in signatures.split(" ")):
-            return "signature does not verify"
+            return "signature does not verify", False
         with self.lock:
             for old in [key for key, at in self.seen.items() if now - at > TOLERANCE_SECONDS]:
                 del self.seen[old]
             if msg_id in self.seen:
-                return None  # a retry of a push we already handled: acknowledge it again, send nothing
+                return None, True  # a retry of a push already handled: acknowledge, send nothing
             self.seen[msg_id] = now
-        return None
+        return None, False
 
 
 def send_to_apns_or_fcm(device_path, push):
@@ -99,10 +100,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(413)
         body = self.rfile.read(length)
         headers = {name.lower(): value for name, value in self.headers.items()}
-        problem = self.verifier.verify(headers, body)
+        problem, repeat = self.verifier.verify(headers, body)
         if problem:
             print(json.dumps({"verified": False, "reason": problem}), file=sys.stderr, flush=True)
             return self.answer(401)  # another 4xx: the relay dead-letters it instead of retrying
+        if repeat:
+            return self.answer(204)
         self.answer(send_to_apns_or_fcm(self.path.lstrip("/"), json.loads(body)))
 
 

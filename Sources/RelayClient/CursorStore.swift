@@ -17,7 +17,8 @@ public struct RelayCursor: Sendable, Equatable, Codable {
     }
 }
 
-/// The default store: a small JSON file, replaced atomically.
+/// A small JSON file, replaced atomically: what an app should pass as `cursorStore` to keep its
+/// place across launches (the default, `InMemoryCursorStore`, forgets it).
 public struct FileCursorStore: CursorStore {
     public let url: URL
 

@@ -44,6 +44,17 @@ def check_example(binary):
         assert push["verified"] and push["device"] == "apns-token-123", push
         assert push["push"]["messageId"] == "hello" and push["push"]["push"] == {"title": "Ann", "body": "hi"}, push
         assert wait_for(lambda: relay.http("GET", "/v1/messages/hello")[1]["recipients"][0]["state"] == "pushed", 5)
+        # The same signed request twice (a retry): acknowledged both times, handed on once.
+        import base64, hashlib, hmac, time
+        body = json.dumps({"type": "message", "userId": "ann", "deviceId": "phone"}).encode()
+        stamp = str(int(time.time()))
+        key = base64.b64decode(secret[len("whsec_"):])
+        signature = base64.b64encode(hmac.new(key, f"msg_twice.{stamp}.".encode() + body, hashlib.sha256).digest())
+        for _ in range(2):
+            again = urllib.request.Request(f"{base}/apns-token-123", data=body, method="POST", headers={
+                "webhook-id": "msg_twice", "webhook-timestamp": stamp, "webhook-signature": "v1," + signature.decode()})
+            assert urllib.request.urlopen(again, timeout=5).status == 204
+        assert wait_for(lambda: len(lines) >= 2, 5) and not wait_for(lambda: len(lines) >= 3, 1), lines
         # A request without a valid signature is refused (4xx: the sender gives up).
         forged = urllib.request.Request(f"{base}/apns-token-123", data=b'{"type":"message"}', method="POST",
                                         headers={"webhook-id": "msg_x", "webhook-timestamp": "1",
