@@ -13,7 +13,7 @@ DEV_ENV := .pushrelay-dev.env
 DEV_PUSH_ALLOWED_HOSTS := 127.0.0.1:*,[::1]:*
 # Python test peers, installed from PyPI into a virtual environment.
 VENV := .venv
-PY_PACKAGES := websockets==17.4 schemathesis==4.32.5
+PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2
 
 .PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api tsan asan
 
@@ -68,6 +68,7 @@ test: deps $(VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/faults.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/adversary.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
 	$(MAKE) asan

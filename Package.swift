@@ -35,6 +35,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        /// OpenSSL's libssl: TLS for https push receivers.
+        .systemLibrary(
+            name: "CTLS",
+            pkgConfig: "libssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
 
         /// glibc and Linux headers the Glibc module leaves out (malloc tuning, epoll, eventfd).
         .systemLibrary(name: "CLinux"),
@@ -52,7 +58,7 @@ let package = Package(
         .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "RelayLocks"], swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// Outbound webhooks: the HTTP client for push and event deliveries.
-        .target(name: "RelayPush", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
+        .target(name: "RelayPush", dependencies: ["RelayCore", "RelayLocks", "CTLS"], swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
             name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayCore", "RelayHTTP", "CLinux", "RelayLocks"],

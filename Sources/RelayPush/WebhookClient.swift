@@ -2,16 +2,17 @@ import Glibc
 package import RelayCore
 import RelayLocks
 
-/// A small blocking HTTP/1.1 client for webhook POSTs over plain HTTP, with keep-alive
-/// connections pooled per address.
+/// A small blocking HTTP/1.1 client for webhook POSTs over plain HTTP and TLS (OpenSSL), with
+/// keep-alive connections pooled per (scheme, host, port, address).
 ///
 /// An attempt has one wall-clock deadline (`totalTimeoutMs`) for connect, send, status line and
 /// body together: a receiver that trickles its answer a byte a second fails like one that never
 /// answers. Only `maxBodyBytes` of an answer's body are read; a longer one ends the connection.
 ///
 /// Written here rather than using URLSession, which delivered ~214 pushes/s on this platform
-/// (measurement in BENCHMARKS.md); and it connects to the exact address the SSRF guard checked,
-/// so a DNS answer cannot change between the check and the connection.
+/// (measurement in BENCHMARKS.md); and it connects to the exact addresses the SSRF guard checked
+/// (each in turn until one answers), so a DNS answer cannot change between the check and the
+/// connection — for https too, where the certificate is checked against the URL's host name.
 package final class WebhookClient: Sendable {
     package struct Response: Sendable {
         package var status: Int
@@ -22,65 +23,81 @@ package final class WebhookClient: Sendable {
         package var description: String
     }
 
-    /// Idle keep-alive connections by "address:port".
-    private let idle = LockedValue<[String: [Int32]]>([:])
+    /// Idle keep-alive connections by "scheme://host:port@address".
+    private let idle = LockedValue<[String: [WireConnection]]>([:])
     private let maxIdlePerAddress: Int
     let connectTimeoutMs: Int
     let totalTimeoutMs: Int
+    /// For https receivers.
+    private let tls: TLSContext
     /// The most of an answer's body that is read (and thrown away) to keep the connection.
     static let maxBodyBytes = 16_384
 
-    package init(connectTimeoutMs: Int = 5000, totalTimeoutMs: Int = 10_000, maxIdlePerAddress: Int = 64) {
+    package init(
+        tls: TLSContext, connectTimeoutMs: Int = 5000, totalTimeoutMs: Int = 10_000, maxIdlePerAddress: Int = 64
+    ) {
+        self.tls = tls
         self.connectTimeoutMs = connectTimeoutMs
         self.totalTimeoutMs = totalTimeoutMs
         self.maxIdlePerAddress = maxIdlePerAddress
     }
 
-    deinit {
-        for fds in idle.withLock({ $0.values }) { for fd in fds { close(fd) } }
-    }
-
-    /// POSTs `body` to `url`, connecting to `address` (already resolved and checked).
+    /// POSTs `body` to `url`, connecting to the first of `addresses` (already resolved and
+    /// checked) that accepts a connection (and, for https, completes the handshake).
     package func post(
-        _ url: PushURL, address: IPAddress, headers: [(String, String)], body: [UInt8]
+        _ url: PushURL, addresses: [IPAddress], headers: [(String, String)], body: [UInt8]
     ) throws(Failure) -> Response {
-        let key = "\(address.text):\(url.port)"
         var head = "POST \(url.target) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nContent-Length: \(body.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         let request = Array(head.utf8) + body
         let deadline = Deadline(milliseconds: totalTimeoutMs)
-        // A pooled connection may have been closed by the peer meanwhile: one fresh retry.
-        if let pooled = idle.withLock({ $0[key]?.popLast() }) {
-            if let response = try? exchange(pooled, request, key: key, deadline: deadline) { return response }
+        var lastFailure = Failure(description: "no address to connect to")
+        for address in addresses {
+            let key = "\(url.scheme)://\(url.host):\(url.port)@\(address.text)"
+            // A pooled connection may have been closed by the peer meanwhile: one fresh retry.
+            if let pooled = idle.withLock({ $0[key]?.popLast() }) {
+                if let response = try? exchange(pooled, request, key: key, deadline: deadline) { return response }
+            }
+            let connection: WireConnection
+            do {
+                connection = try connect(url, address: address, deadline: deadline)
+            } catch {
+                lastFailure = error  // try the next address
+                continue
+            }
+            return try exchange(connection, request, key: key, deadline: deadline)
         }
-        let fd = try connect(address, port: url.port, deadline: deadline)
-        return try exchange(fd, request, key: key, deadline: deadline)
+        throw lastFailure
     }
 
-    private func exchange(_ fd: Int32, _ request: [UInt8], key: String, deadline: Deadline) throws(Failure) -> Response
-    {
-        do {
-            try writeAll(fd, request, deadline: deadline)
-            let (response, keepAlive) = try readResponse(fd, deadline: deadline)
-            if keepAlive {
-                let pooled = idle.withLock { pool -> Bool in
-                    guard pool[key, default: []].count < maxIdlePerAddress else { return false }
-                    pool[key, default: []].append(fd)
-                    return true
-                }
-                if !pooled { close(fd) }
-            } else {
-                close(fd)
+    private func exchange(
+        _ connection: WireConnection, _ request: [UInt8], key: String, deadline: Deadline
+    ) throws(Failure) -> Response {
+        try connection.write(request, deadline: deadline)
+        let (response, keepAlive) = try readResponse(connection, deadline: deadline)
+        if keepAlive {
+            idle.withLock { pool in
+                guard pool[key, default: []].count < maxIdlePerAddress else { return }
+                pool[key, default: []].append(connection)
             }
-            return response
+        }
+        return response
+    }
+
+    // MARK: Socket work
+
+    /// A connection to `address` for `url`: TCP, then for https the TLS handshake.
+    private func connect(_ url: PushURL, address: IPAddress, deadline: Deadline) throws(Failure) -> WireConnection {
+        let fd = try connect(address, port: url.port, deadline: deadline)
+        guard url.scheme == "https" else { return WireConnection(fd: fd, ssl: nil) }
+        do {
+            return WireConnection(fd: fd, ssl: try tls.handshake(fd: fd, host: url.host, deadline: deadline))
         } catch {
             close(fd)
             throw error
         }
     }
-
-    // MARK: Socket work
 
     private func connect(_ address: IPAddress, port: Int, deadline: Deadline) throws(Failure) -> Int32 {
         let family = address.isIPv4 ? AF_INET : AF_INET6
@@ -132,20 +149,10 @@ package final class WebhookClient: Sendable {
         return fd
     }
 
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) throws(Failure) {
-        var offset = 0
-        while offset < bytes.count {
-            try deadline.arm(fd, SO_SNDTIMEO)
-            let sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard sent > 0 else { throw Failure(description: errno == EAGAIN ? "timed out" : "send failed") }
-            offset += sent
-        }
-    }
-
     /// Reads one response (status, headers, and up to `maxBodyBytes` of the body, which is
     /// discarded); says whether the connection may be reused.
-    private func readResponse(_ fd: Int32, deadline: Deadline) throws(Failure) -> (Response, Bool) {
-        var reader = ResponseReader(fd: fd, deadline: deadline)
+    private func readResponse(_ connection: WireConnection, deadline: Deadline) throws(Failure) -> (Response, Bool) {
+        var reader = ResponseReader(connection: connection, deadline: deadline)
         let headLines = try reader.head()
         guard let statusLine = headLines.first, statusLine.hasPrefix("HTTP/1."),
             let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "")
@@ -171,47 +178,22 @@ package final class WebhookClient: Sendable {
     }
 }
 
-/// The one wall-clock deadline of a delivery attempt.
-struct Deadline {
-    let at: Int64
-
-    init(milliseconds: Int) { at = MonotonicClock.milliseconds() + Int64(milliseconds) }
-
-    /// Milliseconds left, at least 0.
-    var remaining: Int { Int(max(0, at - MonotonicClock.milliseconds())) }
-
-    /// Sets the socket's receive or send timeout to the time left; throws once none is.
-    func arm(_ fd: Int32, _ option: Int32) throws(WebhookClient.Failure) {
-        let left = remaining
-        guard left > 0 else { throw WebhookClient.Failure(description: "timed out") }
-        var timeout = timeval(tv_sec: left / 1000, tv_usec: (left % 1000) * 1000)
-        setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-}
-
 /// Buffered reads of one response from a blocking socket, each within the attempt's deadline.
 private struct ResponseReader {
-    let fd: Int32
+    let connection: WireConnection
     let deadline: Deadline
     var buffer: [UInt8] = []
     static let maxHead = 64 * 1024
 
-    init(fd: Int32, deadline: Deadline) {
-        self.fd = fd
+    init(connection: WireConnection, deadline: Deadline) {
+        self.connection = connection
         self.deadline = deadline
     }
 
     mutating func fill() throws(WebhookClient.Failure) {
-        try deadline.arm(fd, SO_RCVTIMEO)
-        var chunk = [UInt8](repeating: 0, count: 16_384)
-        let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if count > 0 {
-            buffer += chunk[0..<count]
-        } else if count == 0 {
-            throw WebhookClient.Failure(description: "connection closed before the response")
-        } else {
-            throw WebhookClient.Failure(description: errno == EAGAIN ? "timed out" : "receive failed")
-        }
+        let chunk = try connection.read(deadline: deadline)
+        guard !chunk.isEmpty else { throw WebhookClient.Failure(description: "connection closed before the response") }
+        buffer += chunk
     }
 
     mutating func line() throws(WebhookClient.Failure) -> String {

@@ -100,6 +100,7 @@ package enum ConfigLoader {
         optionalString("clientTokenSecret", \.clientTokenSecret),
         optionalString("webhookSecret", \.webhookSecret),
         list("pushAllowedHosts", \.pushAllowedHosts),
+        optionalString("pushCaFile", \.pushCaFile),
         optionalString("eventsUrl", \.eventsUrl),
         integer("pushDelayMs", \.pushDelayMs, 0...86_400_000),
         integer("ackTimeoutMs", \.ackTimeoutMs, 100...86_400_000),

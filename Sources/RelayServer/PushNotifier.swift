@@ -6,10 +6,6 @@ import RelayLocks
 import RelayPush
 import RelayStore
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// Delivers the push outbox: takes due jobs, coalesced per device into one signed webhook, sends
 /// it, and records what `DeliveryPolicy.judge` makes of the answer (delivered; device gone →
 /// disabled; retry with backoff and full jitter until the TTL; dead). At-least-once: a job stays
@@ -47,7 +43,6 @@ final class PushNotifier: @unchecked Sendable {
     private let logger: Logger
     private let events: any RelayEventSink
     private let now: @Sendable () -> Timestamp
-    private let session: URLSession
     private let queue = DispatchQueue(label: "pushrelay-notifier")
     private var timer: (any DispatchSourceTimer)?
     /// Devices with a delivery in flight: their other due jobs wait, so one device never gets two
@@ -67,12 +62,13 @@ final class PushNotifier: @unchecked Sendable {
 
     init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
-        logger: Logger, events: any RelayEventSink, eventsURL: String?, now: @escaping @Sendable () -> Timestamp
+        logger: Logger, events: any RelayEventSink, eventsURL: String?, tls: TLSContext,
+        now: @escaping @Sendable () -> Timestamp
     ) {
         self.eventsURL = eventsURL
         ssrfGuard = SSRFGuard(allowList: allowList)
         client = WebhookClient(
-            connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
+            tls: tls, connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
             totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000))
         workers = WorkerPool(threads: settings.deliveryThreads, name: "pushrelay-delivery")
         self.store = store
@@ -83,13 +79,6 @@ final class PushNotifier: @unchecked Sendable {
         self.logger = logger
         self.events = events
         self.now = now
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = settings.requestTimeoutSeconds
-        configuration.timeoutIntervalForResource = settings.requestTimeoutSeconds
-        configuration.httpMaximumConnectionsPerHost = 64
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        // Redirects are refused: a redirect could lead to an address the SSRF guard never checked.
-        session = URLSession(configuration: configuration, delegate: RefuseRedirects(), delegateQueue: nil)
     }
 
     func start() {
@@ -104,7 +93,6 @@ final class PushNotifier: @unchecked Sendable {
         timer?.cancel()
         queue.sync {}
         workers.stop()
-        session.invalidateAndCancel()
     }
 
     /// Something changed in the store (a commit): look again soon. Coalesced: many wakes while
@@ -213,9 +201,9 @@ final class PushNotifier: @unchecked Sendable {
         }
     }
 
-    /// Sends a signed POST; `done` gets the classified answer. Plain HTTP goes through the
-    /// relay's own client on the delivery threads (connecting to the address the SSRF guard
-    /// checked); HTTPS through URLSession, after the same check of the resolved addresses.
+    /// Sends a signed POST on a delivery thread; `done` gets the classified answer. The SSRF
+    /// guard resolves and checks the host; the client connects to those exact addresses (each in
+    /// turn), over TLS for https.
     private func post(
         _ target: PushURL, body: [UInt8], webhookId: String, at time: Timestamp,
         done: @escaping @Sendable (DeliveryOutcome) -> Void
@@ -231,33 +219,12 @@ final class PushNotifier: @unchecked Sendable {
                 return
             case .success(let resolved): addresses = resolved
             }
-            guard target.scheme == "https" else {
-                do {
-                    let response = try client.post(target, address: addresses[0], headers: headers, body: body)
-                    done(.classify(status: response.status, retryAfter: response.retryAfter))
-                } catch {
-                    done(.retry(reason: "\(error)", notBeforeMilliseconds: nil))
-                }
-                return
+            do {
+                let response = try client.post(target, addresses: addresses, headers: headers, body: body)
+                done(.classify(status: response.status, retryAfter: response.retryAfter))
+            } catch {
+                done(.retry(reason: "\(error)", notBeforeMilliseconds: nil))
             }
-            guard let url = URL(string: "\(target.scheme)://\(target.hostHeader)\(target.target)") else {
-                done(.refused(reason: "URL is malformed"))
-                return
-            }
-            var request = URLRequest(url: url)
-            request.httpMethod = "POST"
-            request.httpBody = Data(body)
-            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-            session.dataTask(with: request) { _, response, error in
-                if let http = response as? HTTPURLResponse {
-                    done(.classify(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
-                } else {
-                    done(
-                        .retry(
-                            reason: error.map { "\($0.localizedDescription)" } ?? "no response",
-                            notBeforeMilliseconds: nil))
-                }
-            }.resume()
         }
     }
 
@@ -385,16 +352,6 @@ final class PushNotifier: @unchecked Sendable {
         }
         writer.endObject()
         return writer.bytes
-    }
-}
-
-/// Makes URLSession hand a 3xx back as the answer instead of following it (then: dead, "HTTP 3xx").
-final class RefuseRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
     }
 }
 

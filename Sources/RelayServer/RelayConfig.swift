@@ -17,6 +17,8 @@ package struct RelayConfig: Sendable, Equatable {
     /// optional `:port` or `:*` (none: 80 and 443 only). Empty by default: nothing is reachable
     /// until the operator names the push gateway (`make run` allows loopback for development).
     package var pushAllowedHosts: [String] = []
+    /// A PEM bundle of the CAs https receivers are verified against; nil for the system's.
+    package var pushCaFile: String?
     /// The chat server's event webhook; nil for none.
     package var eventsUrl: String?
     /// A push job becomes due this long after it is queued (it is cancelled if the device shows up).

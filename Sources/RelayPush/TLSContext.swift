@@ -1,0 +1,87 @@
+internal import CTLS
+import Glibc
+import RelayCore
+
+/// The TLS client side for https receivers: one OpenSSL `SSL_CTX`, owned here, verifying
+/// receivers against the system trust store or a PEM bundle (`pushCaFile`, for private
+/// gateways and tests), TLS 1.2 at least.
+///
+/// `@unchecked Sendable`: the context is configured once in `init` and only read afterwards
+/// (`SSL_new` on a configured context is thread-safe); each `SSL` belongs to one connection.
+package final class TLSContext: @unchecked Sendable {
+    private let context: OpaquePointer
+
+    package init(caFile: String?) throws(WebhookClient.Failure) {
+        guard let context = SSL_CTX_new(TLS_client_method()) else {
+            throw WebhookClient.Failure(description: "TLS: \(Self.lastError())")
+        }
+        self.context = context
+        _ = pr_ssl_ctx_min_tls12(context)
+        pr_ssl_ctx_set_modes(context)
+        SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        let loaded =
+            caFile.map { SSL_CTX_load_verify_locations(context, $0, nil) } ?? SSL_CTX_set_default_verify_paths(context)
+        guard loaded == 1 else {
+            let reason = Self.lastError()
+            SSL_CTX_free(context)
+            throw WebhookClient.Failure(
+                description: "TLS: cannot load the trust store \(caFile ?? "(system)"): \(reason)")
+        }
+    }
+
+    deinit { SSL_CTX_free(context) }
+
+    /// Runs the client handshake on a connected blocking socket: SNI and certificate name check
+    /// for `host` (an IP literal is checked against the certificate's IP addresses), within the
+    /// attempt's deadline. Returns the `SSL *`, which the caller frees.
+    func handshake(fd: Int32, host: String, deadline: Deadline) throws(WebhookClient.Failure) -> OpaquePointer {
+        guard let ssl = SSL_new(context) else { throw WebhookClient.Failure(description: "TLS: \(Self.lastError())") }
+        SSL_set_fd(ssl, fd)
+        if IPAddress(host) != nil {
+            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host)
+        } else {
+            _ = pr_ssl_set_server_name(ssl, host)
+            SSL_set1_host(ssl, host)
+        }
+        while true {
+            do {
+                try deadline.arm(fd, SO_RCVTIMEO)
+                try deadline.arm(fd, SO_SNDTIMEO)
+            } catch {
+                SSL_free(ssl)
+                throw error
+            }
+            ERR_clear_error()
+            let result = SSL_connect(ssl)
+            if result == 1 { return ssl }
+            let code = SSL_get_error(ssl, result)
+            if code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE { continue }
+            let reason = Self.failure(ssl, code: code)
+            SSL_free(ssl)
+            throw WebhookClient.Failure(description: "TLS handshake failed: \(reason)")
+        }
+    }
+
+    /// Why a handshake or transfer failed: the certificate check first ("certificate has
+    /// expired", "hostname mismatch", "unable to get local issuer certificate"), else OpenSSL's
+    /// error queue, else the socket's.
+    static func failure(_ ssl: OpaquePointer, code: Int32) -> String {
+        let verified = SSL_get_verify_result(ssl)
+        if verified != X509_V_OK {
+            return String(cString: X509_verify_cert_error_string(verified))
+        }
+        let queued = lastError()
+        if !queued.isEmpty { return queued }
+        if code == SSL_ERROR_SYSCALL { return errno == EAGAIN ? "timed out" : "connection lost (errno \(errno))" }
+        if code == SSL_ERROR_ZERO_RETURN { return "connection closed" }
+        return "error \(code)"
+    }
+
+    static func lastError() -> String {
+        let code = ERR_get_error()
+        guard code != 0 else { return "" }
+        var buffer = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buffer, buffer.count)
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
