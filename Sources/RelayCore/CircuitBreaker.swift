@@ -38,6 +38,14 @@ public struct CircuitBreaker: Sendable, Equatable {
 
     public mutating func recordSuccess() { state = .closed(failures: 0) }
 
+    /// The probe said nothing about the host (its job had expired, its URL was refused, the host
+    /// answered a 4xx): pause again as long as before and probe again then, instead of staying
+    /// half-open with no probe in flight.
+    public mutating func recordInconclusive(at now: Timestamp) {
+        guard case .halfOpen(let openings) = state else { return }
+        open(openings: openings, now)
+    }
+
     public mutating func recordFailure(at now: Timestamp) {
         switch state {
         case .closed(let failures):

@@ -285,7 +285,7 @@ final class PushNotifier: @unchecked Sendable {
             switch health {
             case .alive: breakers[host, default: CircuitBreaker()].recordSuccess()
             case .failing: breakers[host, default: CircuitBreaker()].recordFailure(at: time)
-            case .unknown: break
+            case .unknown: breakers[host]?.recordInconclusive(at: time)
             }
         }
     }

@@ -8,7 +8,9 @@ package struct PushBatch: Sendable {
     package var pushURL: String
     package var contentFree: Bool
     package var jobIds: [Int64]
-    /// Stable across retries of the same batch: the oldest job's id.
+    /// Stable across retries of the same batch, new when the batch's jobs change: the oldest
+    /// job's id and the newest job's row id (a message joining a window waiting for a retry
+    /// makes another body, so it must not reuse an id a receiver may drop as a replay).
     package var webhookId: String
     package var kind: String
     package var seqFrom: Int64
@@ -148,6 +150,7 @@ extension SQLiteStore {
                     batch = current
                 }
                 guard var found = batch else { continue }
+                if found.jobIds.count > 1, let newest = found.jobIds.max() { found.webhookId += "_\(newest)" }
                 try db.query("SELECT head_seq - ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) {
                     found.unread = max(0, $0.int64(0))
                 }

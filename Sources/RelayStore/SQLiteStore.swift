@@ -312,6 +312,13 @@ package final class SQLiteStore: RelayStore {
             { db in
                 try db.run("DELETE FROM devices WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
                 let existed = db.changes > 0
+                // Its pending pushes can never go anywhere now (a device registered again later
+                // starts afresh).
+                try db.run(
+                    """
+                    UPDATE push_jobs SET state = 'cancelled', last_error = 'device deleted', updated_at = ?
+                    WHERE user_id = ? AND device_id = ? AND state = 'pending'
+                    """, [.int(time.milliseconds), .text(userId), .text(deviceId)])
                 try db.run(
                     """
                     INSERT INTO token_revocations(user_id, device_id, revoked_at) VALUES (?, ?, ?)

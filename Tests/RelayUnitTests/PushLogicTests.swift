@@ -87,6 +87,24 @@ import Testing
         #expect(breaker.state == .closed(failures: 0))
     }
 
+    /// A probe that says nothing about the host (expired job, refused URL, a 4xx) pauses the host
+    /// again as long as before instead of leaving it half-open with no probe in flight; outside a
+    /// probe it changes nothing (an expiring backlog never closes an open breaker).
+    @Test func anInconclusiveProbeReopens() {
+        var breaker = CircuitBreaker(threshold: 1, retry: RetryPolicy(baseMilliseconds: 1000, capMilliseconds: 4000))
+        breaker.recordFailure(at: at(0))
+        breaker.recordInconclusive(at: at(10))
+        #expect(breaker.state == .open(until: at(1000), openings: 1))
+        let probe = breaker.allows(at: at(1000))
+        #expect(probe)
+        breaker.recordInconclusive(at: at(1200))
+        #expect(breaker.state == .open(until: at(2200), openings: 1))
+        var closed = CircuitBreaker(threshold: 3)
+        closed.recordFailure(at: at(0))
+        closed.recordInconclusive(at: at(0))
+        #expect(closed.state == .closed(failures: 1))
+    }
+
     @Test func aSuccessResetsTheCount() {
         var breaker = CircuitBreaker(threshold: 2)
         breaker.recordFailure(at: at(0))
