@@ -1,4 +1,4 @@
-/// Per-host circuit breaker for webhook deliveries (DESIGN §2): after `threshold` failures in a
+/// Per-host circuit breaker for webhook deliveries (docs/ARCHITECTURE.md §2): after `threshold` failures in a
 /// row a host is paused — its jobs wait instead of tying up delivery threads — then probed with
 /// one request after a delay that grows with each reopening (capped).
 public struct CircuitBreaker: Sendable, Equatable {

@@ -1,4 +1,4 @@
-/// Debounces a user's online/offline transitions before they are reported (DESIGN §2): a
+/// Debounces a user's online/offline transitions before they are reported (docs/ARCHITECTURE.md §2): a
 /// flapping mobile connection that drops and comes back within `delay` produces no event at
 /// all, and a real change is reported once, `delay` after it happened.
 ///

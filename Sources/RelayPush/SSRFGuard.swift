@@ -1,7 +1,7 @@
 import Glibc
 package import RelayCore
 
-/// Decides where a webhook may connect (DESIGN §2): the host must be allowed by configuration,
+/// Decides where a webhook may connect (docs/ARCHITECTURE.md §2): the host must be allowed by configuration,
 /// and a host name must resolve only to public addresses or to networks the operator allowed.
 /// Runs at delivery, after DNS resolution; the client then connects to the checked address.
 package struct SSRFGuard: Sendable {

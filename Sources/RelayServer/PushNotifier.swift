@@ -330,7 +330,7 @@ final class PushNotifier: @unchecked Sendable {
         }
     }
 
-    /// The push body (DESIGN §5); content-free devices get ids and counts only.
+    /// The push body (docs/ARCHITECTURE.md §5); content-free devices get ids and counts only.
     static func body(of batch: PushBatch) -> [UInt8] {
         var writer = JSONWriter(capacity: 256 + (batch.push?.count ?? 0))
         writer.beginObject()

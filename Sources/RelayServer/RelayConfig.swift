@@ -21,9 +21,10 @@ package struct RelayConfig: Sendable, Equatable {
     package var pushCaFile: String?
     /// The chat server's event webhook; nil for none.
     package var eventsUrl: String?
-    /// A push job becomes due this long after it is queued (it is cancelled if the device shows up).
+    /// An offline device's push falls due this long after the first message of its window (and
+    /// covers the window); also the presence debounce.
     package var pushDelayMs: Int64 = 3000
-    /// A live frame not acked in this time also becomes a push job.
+    /// An online (or caught-up) device's push waits this long for the user's ack.
     package var ackTimeoutMs: Int64 = 10_000
     /// WebSocket ping period.
     package var pingIntervalMs: Int64 = 25_000

@@ -1,7 +1,7 @@
 import RelayCore
 import RelayStore
 
-/// An event for the chat server (DESIGN §5): `presence.changed`, later `message.acked`,
+/// An event for the chat server (docs/ARCHITECTURE.md §5): `presence.changed`, `message.acked`,
 /// `push.delivered`, `push.failed`, `device.disabled`.
 struct RelayEvent: Sendable {
     var type: String

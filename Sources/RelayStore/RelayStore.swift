@@ -1,6 +1,6 @@
 package import RelayCore
 
-/// The relay's storage seam: SQLite now, PostgreSQL later (DESIGN §7).
+/// The relay's storage seam: SQLite today; PostgreSQL is planned behind the same protocol (docs/ARCHITECTURE.md §7).
 ///
 /// Writes complete through a callback once durable (they may be grouped with others into one
 /// transaction); reads are synchronous and see every committed write.

@@ -1,6 +1,6 @@
 package import RelayCore
 
-/// Due push jobs of one device, coalesced into one push (DESIGN §2: several pending messages
+/// Due push jobs of one device, coalesced into one push (docs/ARCHITECTURE.md §2: several pending messages
 /// for one device go out as one push carrying the unread count).
 package struct PushBatch: Sendable {
     package var userId: String
@@ -284,7 +284,7 @@ extension SQLiteStore {
     }
 }
 
-/// One push job as the dead-letter view shows it (DESIGN §5).
+/// One push job as the dead-letter view shows it (docs/ARCHITECTURE.md §5).
 package struct DeliveryRecord: Sendable {
     package var id: Int64
     package var messageId: String?
