@@ -57,8 +57,13 @@ let package = Package(
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
         .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "RelayLocks"], swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
-        /// Outbound webhooks: the HTTP client for push and event deliveries.
-        .target(name: "RelayPush", dependencies: ["RelayCore", "RelayLocks", "CTLS"], swiftSettings: swiftSettings),
+        /// Logging (logfmt) and metrics (Prometheus text), shared by the layers above.
+        .target(name: "RelayTelemetry", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
+        /// Everything that leaves the relay as a webhook: the notifier (scheduler + policy), the
+        /// HTTP/TLS client, the SSRF guard, the event outbox.
+        .target(
+            name: "RelayDelivery", dependencies: ["RelayCore", "RelayLocks", "CTLS", "RelayStore", "RelayTelemetry"],
+            swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
             name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayCore", "RelayHTTP", "CLinux", "RelayLocks"],
@@ -68,7 +73,8 @@ let package = Package(
         .target(
             name: "RelayServer",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayPush", "RelayWebSocket", "WebSocketCodec",
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayDelivery", "RelayTelemetry", "RelayWebSocket",
+                "WebSocketCodec",
                 "CLinux", "RelayLocks",
             ],
             swiftSettings: swiftSettings
@@ -93,7 +99,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "RelayUnitTests",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayPush", "WebSocketCodec"],
+            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "WebSocketCodec"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

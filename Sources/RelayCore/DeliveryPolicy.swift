@@ -87,3 +87,18 @@ public struct DeliveryPolicy: Sendable, Equatable {
         now >= expiresAt ? .dead(error: "TTL expired before it could be delivered") : nil
     }
 }
+
+/// What a push job announces: a message (or a window of them), or a `clear` after the user read
+/// elsewhere (the badge goes down). Stored as its raw value.
+public enum PushKind: String, Sendable {
+    case message
+    case clear
+}
+
+/// Where a push job is in its life. Stored as its raw value.
+public enum JobState: String, Sendable, CaseIterable {
+    case pending
+    case delivered
+    case dead
+    case cancelled
+}

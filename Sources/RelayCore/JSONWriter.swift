@@ -140,3 +140,31 @@ public struct JSONWriter: Sendable {
         bytes.append(UInt8(ascii: "\""))
     }
 }
+
+/// Object members in one call each, for the shapes every writer of this code base needs.
+extension JSONWriter {
+    public mutating func member(_ name: String, _ value: String) {
+        key(name)
+        string(value)
+    }
+
+    public mutating func member(_ name: String, orNull value: String?) {
+        key(name)
+        string(orNull: value)
+    }
+
+    public mutating func member(_ name: String, _ value: Int64) {
+        key(name)
+        int(value)
+    }
+
+    public mutating func member(_ name: String, _ value: Bool) {
+        key(name)
+        bool(value)
+    }
+
+    public mutating func member(_ name: String, _ value: Timestamp?) {
+        key(name)
+        string(orNull: value?.rfc3339)
+    }
+}

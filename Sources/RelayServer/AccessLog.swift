@@ -1,5 +1,6 @@
 import Foundation
 import RelayHTTP
+import RelayTelemetry
 
 /// The access log: one line per answered request, at `info` (a 5xx at `warning`), in the
 /// relay's logfmt. Only the path is logged, never the query string (a WebSocket's

@@ -3,6 +3,7 @@ import Foundation
 import RelayCore
 import RelayCrypto
 import RelayStore
+import RelayTelemetry
 
 /// The `pushrelay` command line. Strict: the command comes first, then settings and the
 /// command's own options; anything unknown or malformed is a usage error (exit 2) that names it.

@@ -1,6 +1,7 @@
 import Foundation
 import RelayCore
 import RelayHTTP
+import RelayTelemetry
 
 /// Builds a `RelayConfig` from file, environment and flags, in that order of precedence
 /// (flags win). One table names each setting once for all three sources.

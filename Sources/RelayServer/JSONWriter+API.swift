@@ -3,31 +3,6 @@ import RelayStore
 
 /// How the API's objects are written; one place per object shape.
 extension JSONWriter {
-    mutating func member(_ name: String, _ value: String) {
-        key(name)
-        string(value)
-    }
-
-    mutating func member(_ name: String, orNull value: String?) {
-        key(name)
-        string(orNull: value)
-    }
-
-    mutating func member(_ name: String, _ value: Int64) {
-        key(name)
-        int(value)
-    }
-
-    mutating func member(_ name: String, _ value: Bool) {
-        key(name)
-        bool(value)
-    }
-
-    mutating func member(_ name: String, _ value: Timestamp?) {
-        key(name)
-        string(orNull: value?.rfc3339)
-    }
-
     mutating func device(_ device: Device) {
         beginObject()
         member("deviceId", device.deviceId)

@@ -1,6 +1,7 @@
 import RelayCore
 import RelayHTTP
 import RelayStore
+import RelayTelemetry
 import RelayWebSocket
 import WebSocketCodec
 

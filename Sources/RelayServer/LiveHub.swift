@@ -1,6 +1,8 @@
 import RelayCore
+import RelayDelivery
 import RelayLocks
 import RelayStore
+import RelayTelemetry
 import RelayWebSocket
 import WebSocketCodec
 

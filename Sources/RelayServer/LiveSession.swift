@@ -2,6 +2,7 @@ import Dispatch
 import RelayCore
 import RelayLocks
 import RelayStore
+import RelayTelemetry
 import RelayWebSocket
 import Synchronization
 import WebSocketCodec

@@ -3,13 +3,11 @@ import RelayHTTP
 import RelayStore
 
 extension RelayAPI {
-    static let deliveryStates: Set<String> = ["dead", "pending", "delivered", "cancelled"]
 
     /// `GET /v1/deliveries?state=dead&userId=&limit=`: the dead-letter view (and the other states).
     func listDeliveries(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
-        let state = request.queryValue("state") ?? "dead"
-        guard Self.deliveryStates.contains(state) else {
+        guard let state = JobState(rawValue: request.queryValue("state") ?? "dead") else {
             throw .invalid("query parameter 'state' must be one of dead, pending, delivered, cancelled")
         }
         let userId = request.queryValue("userId")
@@ -45,7 +43,8 @@ extension RelayAPI {
                 case .notFound:
                     throw APIError.notFound("no delivery with this id")
                 case .notDead(let record):
-                    throw APIError(409, "not_dead", "only dead deliveries can be retried; this one is \(record.state)")
+                    throw APIError(
+                        409, "not_dead", "only dead deliveries can be retried; this one is \(record.state.rawValue)")
                 }
             })
     }
@@ -58,8 +57,8 @@ extension JSONWriter {
         member("messageId", orNull: record.messageId)
         member("userId", record.userId)
         member("deviceId", record.deviceId)
-        member("kind", record.kind)
-        member("state", record.state)
+        member("kind", record.kind.rawValue)
+        member("state", record.state.rawValue)
         member("attempts", record.attempts)
         member("lastError", orNull: record.lastError)
         member("updatedAt", record.updatedAt)

@@ -2,6 +2,7 @@ import RelayCore
 import RelayCrypto
 import RelayHTTP
 import RelayStore
+import RelayTelemetry
 
 extension RelayAPI {
     /// `POST /v1/messages`: validate, store durably (group commit), then answer 202 — or the

@@ -1,6 +1,7 @@
 import RelayCore
 import RelayHTTP
 import RelayStore
+import RelayTelemetry
 import Synchronization
 
 extension RelayAPI {

@@ -3,6 +3,7 @@ import RelayCore
 import RelayCrypto
 package import RelayHTTP
 import RelayStore
+import RelayTelemetry
 import Synchronization
 import WebSocketCodec
 

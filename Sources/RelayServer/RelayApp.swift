@@ -3,9 +3,10 @@ import Dispatch
 import Foundation
 import RelayCore
 import RelayCrypto
+import RelayDelivery
 import RelayHTTP
-import RelayPush
 import RelayStore
+package import RelayTelemetry
 import RelayWebSocket
 import Synchronization
 

@@ -1,5 +1,6 @@
 import Foundation
 import RelayHTTP
+import RelayTelemetry
 
 /// Answers one routed request: records its metrics and access log line, then hands the
 /// response to the HTTP layer. Safe to call from any thread (store completions call it).

@@ -44,7 +44,7 @@ package protocol RelayStore: Sendable {
         _ batch: PushBatch, result: PushResult, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
     /// Push jobs in `state`, newest first (the dead-letter view).
-    func deliveries(state: String, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
+    func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
     /// Re-queues a dead job with a fresh attempt budget.
     func retryDelivery(
         id: Int64, now: Timestamp, expiresAt: Timestamp,

@@ -12,13 +12,13 @@ package struct PushBatch: Sendable {
     /// job's id and the newest job's row id (a message joining a window waiting for a retry
     /// makes another body, so it must not reuse an id a receiver may drop as a replay).
     package var webhookId: String
-    package var kind: String
+    package var kind: PushKind
     package var seqFrom: Int64
     package var seqTo: Int64
     /// The newest message covered.
     package var messageId: String?
     package var unread: Int64
-    package var priority: String
+    package var priority: Priority
     package var collapseKey: String?
     /// The newest message's `push` object, serialized.
     package var push: [UInt8]?
@@ -124,8 +124,8 @@ extension SQLiteStore {
                     """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
                 ) { row in
                     let seq = row.int64(4)
-                    let kind = row.text(2)
-                    let priority = row.optionalText(10) ?? "normal"
+                    let kind = PushKind(rawValue: row.text(2)) ?? .message
+                    let priority = row.optionalText(10).flatMap(Priority.init) ?? .normal
                     guard var current = batch else {
                         batch = PushBatch(
                             userId: userId, deviceId: deviceId, pushURL: row.text(8), contentFree: row.int64(9) != 0,
@@ -138,14 +138,14 @@ extension SQLiteStore {
                     current.jobIds.append(row.int64(0))
                     current.attempts = max(current.attempts, Int(row.int64(6)))
                     current.expiresAt = max(current.expiresAt, Timestamp(milliseconds: row.int64(7)))
-                    if kind == "message" {
+                    if kind == .message {
                         // Message jobs sort before a clear job ("message" > "clear" descending).
                         current.seqFrom = min(current.seqFrom, seq)
                         current.seqTo = max(current.seqTo, seq)
                         current.messageId = row.optionalText(3)
                         current.collapseKey = row.optionalText(5)
                         current.push = row.isNull(11) ? nil : row.bytes(11)
-                        if priority == "high" { current.priority = "high" }
+                        if priority == .high { current.priority = .high }
                     }
                     batch = current
                 }
@@ -197,13 +197,13 @@ extension SQLiteStore {
                     }
                 }
                 switch result {
-                case .delivered where batch.kind == "message":
+                case .delivered where batch.kind == .message:
                     try db.run(
                         """
                         UPDATE inbox_entries SET state = 'pushed'
                         WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN ('stored', 'live')
                         """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
-                case .dead where batch.kind == "message":
+                case .dead where batch.kind == .message:
                     try db.run(
                         """
                         UPDATE inbox_entries SET state = 'dead'
@@ -290,8 +290,8 @@ package struct DeliveryRecord: Sendable {
     package var messageId: String?
     package var userId: String
     package var deviceId: String
-    package var kind: String
-    package var state: String
+    package var kind: PushKind
+    package var state: JobState
     package var attempts: Int64
     package var lastError: String?
     package var updatedAt: Timestamp
@@ -311,12 +311,13 @@ extension SQLiteStore {
     static func deliveryRecord(_ row: SQLiteStatement) -> DeliveryRecord {
         DeliveryRecord(
             id: row.int64(0), messageId: row.optionalText(1), userId: row.text(2), deviceId: row.text(3),
-            kind: row.text(4), state: row.text(5), attempts: row.int64(6), lastError: row.optionalText(7),
+            kind: PushKind(rawValue: row.text(4)) ?? .message, state: JobState(rawValue: row.text(5)) ?? .pending,
+            attempts: row.int64(6), lastError: row.optionalText(7),
             updatedAt: Timestamp(milliseconds: row.int64(8)))
     }
 
     /// Push jobs in `state`, newest first, optionally for one user.
-    package func deliveries(state: String, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord] {
+    package func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord] {
         try read { db in
             var records: [DeliveryRecord] = []
             let sql =
@@ -324,7 +325,8 @@ extension SQLiteStore {
                 ? "SELECT \(Self.deliveryColumns) WHERE state = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
                 : "SELECT \(Self.deliveryColumns) WHERE state = ? AND user_id = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
             let bindings: [SQLValue] =
-                userId.map { [.text(state), .text($0), .int(Int64(limit))] } ?? [.text(state), .int(Int64(limit))]
+                userId.map { [.text(state.rawValue), .text($0), .int(Int64(limit))] }
+                ?? [.text(state.rawValue), .int(Int64(limit))]
             try db.query(sql, bindings) { records.append(Self.deliveryRecord($0)) }
             return records
         }
@@ -343,13 +345,13 @@ extension SQLiteStore {
                     record = Self.deliveryRecord($0)
                 }
                 guard var found = record else { return RetryOutcome.notFound }
-                guard found.state == "dead" else { return .notDead(found) }
+                guard found.state == .dead else { return .notDead(found) }
                 try db.run(
                     """
                     UPDATE push_jobs SET state = 'pending', attempts = 0, last_error = NULL, due_at = ?, expires_at = ?,
                         updated_at = ? WHERE id = ?
                     """, [.int(now.milliseconds), .int(expiresAt.milliseconds), .int(now.milliseconds), .int(id)])
-                found.state = "pending"
+                found.state = .pending
                 found.attempts = 0
                 found.lastError = nil
                 found.updatedAt = now

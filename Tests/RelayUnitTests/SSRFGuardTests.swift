@@ -1,5 +1,5 @@
 import RelayCore
-import RelayPush
+import RelayDelivery
 import Testing
 
 /// The SSRF guard over spellings of internal addresses. Nothing here sends traffic: the only

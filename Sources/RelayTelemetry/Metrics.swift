@@ -64,24 +64,24 @@ package final class Metrics: Sendable {
     }
 
     /// Counts a push attempt's outcome; `seconds` (the attempt's duration) when one was made.
-    func recordPush(outcome: String, seconds: Double?) {
+    package func recordPush(outcome: String, seconds: Double?) {
         state.withLock { state in
             state.pushes[outcome, default: 0] += 1
             if let seconds { state.pushLatency.observe(seconds) }
         }
     }
 
-    func recordEvent(type: String) {
+    package func recordEvent(type: String) {
         state.withLock { $0.events[type, default: 0] += 1 }
     }
 
     /// A value read when `/metrics` is rendered (connections, sessions).
-    func registerGauge(_ name: String, help: String, read: @escaping @Sendable () -> Int) {
+    package func registerGauge(_ name: String, help: String, read: @escaping @Sendable () -> Int) {
         state.withLock { $0.gauges.append((name, help, read)) }
     }
 
     /// Labeled values read at render time (`name{labels} value`).
-    func registerGaugeFamily(
+    package func registerGaugeFamily(
         _ name: String, help: String, read: @escaping @Sendable () -> [(labels: String, value: Int)]
     ) {
         state.withLock { $0.families.append((name, help, read)) }

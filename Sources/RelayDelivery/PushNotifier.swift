@@ -1,10 +1,9 @@
 import Dispatch
 import Foundation
-import RelayCore
-import RelayCrypto
+package import RelayCore
 import RelayLocks
-import RelayPush
-import RelayStore
+package import RelayStore
+package import RelayTelemetry
 
 /// Delivers the push outbox: takes due jobs, coalesced per device into one signed webhook, sends
 /// it, and records what `DeliveryPolicy.judge` makes of the answer (delivered; device gone →
@@ -17,22 +16,27 @@ import RelayStore
 /// `@unchecked Sendable`: the Dispatch timer is created in `start()` (a timer released without
 /// ever being resumed traps) and cancelled in `stop()`, both by the owner; everything else is
 /// immutable or behind a mutex.
-final class PushNotifier: @unchecked Sendable {
-    struct Settings: Sendable {
-        var policy = DeliveryPolicy()
+package final class PushNotifier: @unchecked Sendable {
+    package struct Settings: Sendable {
+        package var policy = DeliveryPolicy()
         /// Deliveries in flight at most.
-        var maxInFlight = 512
+        package var maxInFlight = 512
         /// The longest sleep without a wake-up (a safety net, not the schedule).
-        var idleRecheckMs = 30_000
+        package var idleRecheckMs = 30_000
         /// How soon to look again when jobs are due but all held back (devices or hosts busy).
-        var busyRecheckMs = 250
-        var requestTimeoutSeconds = 10.0
-        var connectTimeoutSeconds = 5.0
+        package var busyRecheckMs = 250
+        package var requestTimeoutSeconds = 10.0
+        package var connectTimeoutSeconds = 5.0
         /// Threads doing blocking deliveries; a hung receiver holds one of them until its timeout.
-        var deliveryThreads = 64
+        package var deliveryThreads = 64
         /// Deliveries in flight at most per receiver `host:port`: one slow host never holds more
         /// than this share of the threads (its other jobs wait, due, for the next poll).
-        var deliveriesPerHost = 16
+        package var deliveriesPerHost = 16
+
+        package init(policy: DeliveryPolicy, requestTimeoutSeconds: Double) {
+            self.policy = policy
+            self.requestTimeoutSeconds = requestTimeoutSeconds
+        }
     }
 
     private let store: any RelayStore
@@ -60,7 +64,7 @@ final class PushNotifier: @unchecked Sendable {
     /// Deliveries in flight per receiver `host:port`.
     private let hostsInFlight = LockedValue<[String: Int]>([:])
 
-    init(
+    package init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
         logger: Logger, events: any RelayEventSink, eventsURL: String?, tls: TLSContext,
         now: @escaping @Sendable () -> Timestamp
@@ -81,7 +85,7 @@ final class PushNotifier: @unchecked Sendable {
         self.now = now
     }
 
-    func start() {
+    package func start() {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [self] in poll() }
         timer.schedule(deadline: .now())
@@ -89,7 +93,7 @@ final class PushNotifier: @unchecked Sendable {
         self.timer = timer
     }
 
-    func stop() {
+    package func stop() {
         timer?.cancel()
         queue.sync {}
         workers.stop()
@@ -97,7 +101,7 @@ final class PushNotifier: @unchecked Sendable {
 
     /// Something changed in the store (a commit): look again soon. Coalesced: many wakes while
     /// one is pending make one poll.
-    func wake() {
+    package func wake() {
         guard
             pollScheduled.withLock({ scheduled in
                 defer { scheduled = true }
@@ -291,7 +295,7 @@ final class PushNotifier: @unchecked Sendable {
     }
 
     /// `host:port` of receivers whose breaker is open (for /metrics).
-    var openBreakers: [(labels: String, value: Int)] {
+    package var openBreakers: [(labels: String, value: Int)] {
         breakers.withLock { breakers in
             breakers.filter { $0.value.isOpen }.keys.sorted().map { ("host=\"\($0)\"", 1) }
         }
@@ -315,17 +319,17 @@ final class PushNotifier: @unchecked Sendable {
                 metrics.recordPush(outcome: "postponed", seconds: nil)
             case .delivered:
                 metrics.recordPush(outcome: "delivered", seconds: seconds)
-                events.emit(.push(type: "push.delivered", batch, error: nil, at: finishedAt))
+                events.emit(.push(type: .pushDelivered, batch, error: nil, at: finishedAt))
             case .retry(let error, _):
                 metrics.recordPush(outcome: "retried", seconds: seconds)
                 logger.info("push will be retried", ("error", error), ("attempt", String(batch.attempts + 1)))
             case .dead(let error):
                 metrics.recordPush(outcome: "dead", seconds: seconds)
                 logger.warning("push dead-lettered", ("error", error))
-                events.emit(.push(type: "push.failed", batch, error: error, at: finishedAt))
+                events.emit(.push(type: .pushFailed, batch, error: error, at: finishedAt))
             case .deviceGone(let reason):
                 metrics.recordPush(outcome: "device_gone", seconds: seconds)
-                events.emit(.push(type: "device.disabled", batch, error: reason, at: finishedAt))
+                events.emit(.push(type: .deviceDisabled, batch, error: reason, at: finishedAt))
             }
         }
     }
@@ -334,7 +338,7 @@ final class PushNotifier: @unchecked Sendable {
     static func body(of batch: PushBatch) -> [UInt8] {
         var writer = JSONWriter(capacity: 256 + (batch.push?.count ?? 0))
         writer.beginObject()
-        writer.member("type", batch.kind)
+        writer.member("type", batch.kind.rawValue)
         writer.member("userId", batch.userId)
         writer.member("deviceId", batch.deviceId)
         if !batch.contentFree, let messageId = batch.messageId { writer.member("messageId", messageId) }
@@ -344,9 +348,9 @@ final class PushNotifier: @unchecked Sendable {
         writer.member("to", batch.seqTo)
         writer.endObject()
         writer.member("unread", batch.unread)
-        writer.member("priority", batch.priority)
+        writer.member("priority", batch.priority.rawValue)
         writer.member("collapseKey", orNull: batch.collapseKey)
-        if !batch.contentFree, batch.kind == "message" {
+        if !batch.contentFree, batch.kind == .message {
             writer.key("push")
             if let push = batch.push { writer.raw(push) } else { writer.null() }
         }
@@ -356,7 +360,7 @@ final class PushNotifier: @unchecked Sendable {
 }
 
 extension RelayEvent {
-    static func push(type: String, _ batch: PushBatch, error: String?, at: Timestamp) -> RelayEvent {
+    static func push(type: Kind, _ batch: PushBatch, error: String?, at: Timestamp) -> RelayEvent {
         var writer = JSONWriter()
         writer.beginObject()
         writer.member("userId", batch.userId)
