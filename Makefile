@@ -69,6 +69,7 @@ test: deps $(VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/adversary.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
+	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
 	$(MAKE) asan

@@ -16,7 +16,10 @@ let package = Package(
     // (system libraries from Debian packages).
     platforms: [.macOS(.v12), .iOS(.v15)],
     products: [
-        .executable(name: "pushrelay", targets: ["pushrelay"])
+        .executable(name: "pushrelay", targets: ["pushrelay"]),
+        /// The client SDK for apps: `.product(name: "RelayClient", package: "PushRelay")`. It
+        /// builds from `RelayClient` and `WebSocketCodec` alone (no C library, no Debian package).
+        .library(name: "RelayClient", targets: ["RelayClient"]),
     ],
     targets: [
         // MARK: System libraries (C)

@@ -53,7 +53,7 @@ package final class PushNotifier: @unchecked Sendable {
     /// pushes racing each other.
     private let inFlight = LockedValue<Set<String>>([])
     /// The chat server's event webhook, if configured.
-    private let eventsURL: String?
+    private let eventsURL: PushURL?
     private let client: WebhookClient
     private let workers: WorkerPool
     private let ssrfGuard: SSRFGuard
@@ -66,7 +66,7 @@ package final class PushNotifier: @unchecked Sendable {
 
     package init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
-        logger: Logger, events: any RelayEventSink, eventsURL: String?, tls: TLSContext,
+        logger: Logger, events: any RelayEventSink, eventsURL: PushURL?, tls: TLSContext,
         now: @escaping @Sendable () -> Timestamp
     ) {
         self.eventsURL = eventsURL
@@ -248,11 +248,7 @@ package final class PushNotifier: @unchecked Sendable {
         }
         for job in jobs {
             guard eventsInFlight.withLock({ $0.insert(job.id).inserted }) else { continue }
-            guard let target = try? PushURL(eventsURL) else {
-                finishEvent(job, .dead(error: "events URL is malformed"))
-                continue
-            }
-            post(target, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
+            post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
                 let (verdict, _) = settings.policy.judge(
                     outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds, now: now().milliseconds,
                     random: Double.random(in: 0...1))

@@ -88,7 +88,7 @@ import Glibc
             slowest = max(slowest, Date().timeIntervalSince(started))
             try await Task.sleep(nanoseconds: 100_000_000)
         }
-        #expect(slowest < 1.0, "a normal request took \(slowest) s")
+        #expect(slowest < 5.0, "a normal request took \(slowest) s")  // generous: sanitizers, busy CI
         // Silent for longer than the idle timeout: the relay hangs up on them.
         try await Task.sleep(nanoseconds: 3_500_000_000)
         var closed = 0
