@@ -68,7 +68,8 @@ package final class RelayApp: @unchecked Sendable {
             signer: WebhookSignature(
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
-            eventsURL: config.eventsUrl.flatMap { try? PushURL($0) }, tls: try TLSContext(caFile: config.pushCaFile), now: clock)
+            eventsURL: config.eventsUrl.flatMap { try? PushURL($0) }, tls: try TLSContext(caFile: config.pushCaFile),
+            now: clock)
         commits.listen { [weak notifier] in notifier?.wake() }
         let auth = Authenticator(
             serverKeys: secrets.serverKeys, tokens: tokens, revocations: TokenRevocations(try store.tokenRevocations()),
