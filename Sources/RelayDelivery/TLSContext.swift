@@ -22,8 +22,8 @@ package final class TLSContext: @unchecked Sendable {
         let loaded =
             caFile.map { SSL_CTX_load_verify_locations(context, $0, nil) } ?? SSL_CTX_set_default_verify_paths(context)
         guard loaded == 1 else {
+            // (`deinit` frees the context: every stored property is set, so it runs on this throw.)
             let reason = Self.lastError()
-            SSL_CTX_free(context)
             throw WebhookClient.Failure(
                 description: "TLS: cannot load the trust store \(caFile ?? "(system)"): \(reason)")
         }

@@ -23,7 +23,7 @@ import threading
 import time
 
 from relaypeer import Relay as PeerRelay
-from relaypeer import call, run_checks, wait_for
+from relaypeer import call, registry, run_checks, wait_for
 
 KEY = "adversary-server-key"
 TOKEN_SECRET = "adversary-client-token-secret-0123456789"  # >= 32 bytes, as the relay requires
@@ -53,14 +53,7 @@ class Relay(PeerRelay):
             self.kill9()
 
 
-CHECKS = []
-
-
-def check(name):
-    def decorator(fn):
-        CHECKS.append((name, fn))
-        return fn
-    return decorator
+CHECKS, check = registry()
 
 
 # --- raw sockets: HTTP answers and WebSocket frames, read with deadlines -------------------------

@@ -18,7 +18,7 @@ import time
 import urllib.request
 
 import websockets
-from relaypeer import QuietServer, run_checks, wait_for
+from relaypeer import QuietServer, registry, run_checks, wait_for
 from relaypeer import Relay as PeerRelay
 
 KEY = "peer-test-server-key"
@@ -108,14 +108,7 @@ class Relay(PeerRelay):
         return body
 
 
-CHECKS = []
-
-
-def check(name):
-    def decorator(fn):
-        CHECKS.append((name, fn))
-        return fn
-    return decorator
+CHECKS, check = registry()
 
 
 @check("an offline device gets one signed push per message, verified with python hmac")

@@ -86,6 +86,18 @@ class QuietServer(http.server.ThreadingHTTPServer):
         pass
 
 
+def registry():
+    """A list of `(name, fn)` checks and the decorator `@check("name")` that adds to it."""
+    checks = []
+
+    def check(name):
+        def decorator(fn):
+            checks.append((name, fn))
+            return fn
+        return decorator
+    return checks, check
+
+
 def run_checks(checks, run):
     """Runs `(name, fn)` pairs through `run(fn)` (which may return a detail line), prints one line
     per check and the closing `N passed, M failed`; returns the exit code."""

@@ -14,11 +14,10 @@ import tempfile
 import traceback
 
 import websockets
-from relaypeer import Relay, call
+from relaypeer import Relay, call, registry
 from websockets.exceptions import ConnectionClosed
 
 KEY = "peer-test-server-key"
-RESULTS = []
 
 
 def start_relay(binary, *extra):
@@ -45,11 +44,7 @@ async def recv_json(ws):
     return json.loads(await asyncio.wait_for(ws.recv(), 5))
 
 
-def check(name):
-    def decorator(fn):
-        RESULTS.append((name, fn))
-        return fn
-    return decorator
+RESULTS, check = registry()
 
 
 @check("handshake, welcome, catch-up, synced, live, in order")

@@ -29,6 +29,7 @@ import Testing
     @Test(arguments: [
         (["--listen", "192.0.2.1:8080"], "cannot listen on 192.0.2.1:8080"),  // an address this machine lacks
         (["--db", "/proc/no-such-dir/relay.sqlite"], "cannot open the database"),
+        (["--push-ca-file", "/nonexistent/ca.pem"], "cannot load the trust store /nonexistent/ca.pem"),  // a TLS file
     ])
     func startUpFailuresExit1(_ arguments: [String], _ message: String) throws {
         let directory = try scratch()
