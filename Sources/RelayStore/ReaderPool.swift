@@ -29,8 +29,7 @@ final class ReaderPool: Sendable {
         if let pooled = idle.withLock({ $0.popLast() }) {
             reader = pooled
         } else {
-            let connection = try SQLiteConnection(path: path)
-            try connection.execute("PRAGMA query_only = 1")
+            let connection = try SQLiteConnection(path: path, readOnly: true)
             try connection.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
             reader = Reader(connection)
         }

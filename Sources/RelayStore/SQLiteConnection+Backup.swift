@@ -16,8 +16,8 @@ extension SQLiteConnection {
         var rc: Int32
         repeat {
             rc = sqlite3_backup_step(backup, -1)
-            if rc == SQLITE_BUSY || rc == SQLITE_LOCKED { usleep(20_000) }
-        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+            if rc & 0xFF == SQLITE_BUSY || rc & 0xFF == SQLITE_LOCKED { usleep(20_000) }
+        } while rc == SQLITE_OK || rc & 0xFF == SQLITE_BUSY || rc & 0xFF == SQLITE_LOCKED
         let finished = sqlite3_backup_finish(backup)
         guard rc == SQLITE_DONE, finished == SQLITE_OK else {
             throw SQLiteError(code: rc == SQLITE_DONE ? finished : rc, message: destination.lastErrorMessage, sql: nil)

@@ -20,7 +20,7 @@ package final class SQLiteConnection {
         }
         handle = db
         sqlite3_busy_timeout(db, 5000)
-        sqlite3_extended_result_codes(db, 0)
+        sqlite3_extended_result_codes(db, 1)
     }
 
     /// Creates a missing database file with mode 0600 whatever the umask: it holds the generated
@@ -44,7 +44,7 @@ package final class SQLiteConnection {
         if rc != SQLITE_OK {
             let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
             sqlite3_free(errorMessage)
-            throw SQLiteError(code: rc & 0xFF, message: message, sql: sql)
+            throw SQLiteError(code: rc, message: message, sql: sql)
         }
     }
 

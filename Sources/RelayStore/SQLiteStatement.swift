@@ -53,7 +53,7 @@ package final class SQLiteStatement {
         switch rc {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
-        default: throw SQLiteError(code: rc & 0xFF, message: connection.lastErrorMessage, sql: sql)
+        default: throw SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql)
         }
     }
 
