@@ -65,7 +65,8 @@ let package = Package(
         /// Everything that leaves the relay as a webhook: the notifier (scheduler + policy), the
         /// HTTP/TLS client, the SSRF guard, the event outbox.
         .target(
-            name: "RelayDelivery", dependencies: ["RelayCore", "RelayLocks", "CTLS", "RelayStore", "RelayTelemetry"],
+            name: "RelayDelivery",
+            dependencies: ["RelayCore", "RelayLocks", "CTLS", "RelayStore", "RelayTelemetry", "WebSocketCodec"],
             swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
@@ -119,6 +120,6 @@ if ProcessInfo.processInfo.environment["PUSHRELAY_FUZZ"] != nil {
     package.targets += [
         .executableTarget(name: "FuzzWebSocket", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
         .executableTarget(name: "FuzzJSON", dependencies: ["RelayCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "FuzzToken", dependencies: ["RelayCore"], swiftSettings: swiftSettings),
+        .executableTarget(name: "FuzzToken", dependencies: ["RelayCore", "WebSocketCodec"], swiftSettings: swiftSettings),
     ]
 }

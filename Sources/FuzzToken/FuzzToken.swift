@@ -1,4 +1,5 @@
 import RelayCore
+import WebSocketCodec
 
 /// A toy MAC keeps the harness free of C libraries; the codec's parsing logic is what is fuzzed.
 func toyMAC(_ message: [UInt8]) -> [UInt8] {
@@ -16,23 +17,23 @@ public func fuzzToken(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     // The input as a whole token, and the input as the claims of a correctly signed token (so that
     // extreme claim values — exp = 2^63−1, 1e300, negative nbf — reach the claim checks).
     checkToken(String(decoding: bytes, as: UTF8.self), codec: codec)
-    let signingInput = "eyJhbGciOiJIUzI1NiJ9." + Base64URL.encode(bytes)
-    checkToken(signingInput + "." + Base64URL.encode(toyMAC(Array(signingInput.utf8))), codec: codec)
+    let signingInput = "eyJhbGciOiJIUzI1NiJ9." + Base64.encode(bytes, .url)
+    checkToken(signingInput + "." + Base64.encode(toyMAC(Array(signingInput.utf8)), .url), codec: codec)
     return 0
 }
 
 private func checkToken(_ text: String, codec: ClientTokenCodec) {
     let now: Int64 = 1_800_000_000
-    _ = Base64URL.decode(text)
+    _ = Base64.decode(text, .url)
     guard let claims = try? codec.verify(text, now: now) else { return }
     let parts = text.split(separator: ".", omittingEmptySubsequences: false)
     let signingInput = Array(text.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-    if Base64URL.decode(parts[2]) != toyMAC(signingInput) { fatalError("accepted a token with a wrong signature") }
+    if Base64.decode(parts[2], .url) != toyMAC(signingInput) { fatalError("accepted a token with a wrong signature") }
     if claims.userId.isEmpty || claims.expiresAt <= now - codec.leeway {
         fatalError("accepted a token without subject or expiry")
     }
     if claims.expiresAt > ClientTokenCodec.latestDate { fatalError("an expiry beyond the clamp") }
-    guard let header = Base64URL.decode(parts[0]), let json = try? JSONParser.parse(header),
+    guard let header = Base64.decode(parts[0], .url), let json = try? JSONParser.parse(header),
         json["alg"]?.stringValue == "HS256"
     else { fatalError("accepted a token whose header is not HS256") }
 }

@@ -1,3 +1,5 @@
+import WebSocketCodec
+
 /// The claims of a client token: who may read which inbox, until when.
 public struct ClientClaims: Sendable, Equatable {
     /// `sub`: the user whose inbox the token opens.
@@ -74,27 +76,27 @@ public struct ClientTokenCodec: Sendable {
         payload.key("exp")
         payload.int(claims.expiresAt)
         payload.endObject()
-        let signingInput = Self.header + "." + Base64URL.encode(payload.bytes)
-        return signingInput + "." + Base64URL.encode(hmac(Array(signingInput.utf8)))
+        let signingInput = Self.header + "." + Base64.encode(payload.bytes, .url)
+        return signingInput + "." + Base64.encode(hmac(Array(signingInput.utf8)), .url)
     }
 
-    private static let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+    private static let header = Base64.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8), .url)
 
     /// Verifies signature, algorithm and time claims; `now` in seconds since the epoch.
     public func verify(_ token: String, now: Int64) throws(ClientTokenError) -> ClientClaims {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, token.utf8.count <= 8192 else { throw .malformed }
-        guard let headerBytes = Base64URL.decode(parts[0]), let header = try? JSONParser.parse(headerBytes),
+        guard let headerBytes = Base64.decode(parts[0], .url), let header = try? JSONParser.parse(headerBytes),
             case .object = header
         else { throw .malformed }
         // Check the algorithm before anything else: `none` and asymmetric algorithms never pass.
         guard let alg = header["alg"]?.stringValue else { throw .malformed }
         guard alg == "HS256" else { throw .unsupportedAlgorithm(alg) }
-        guard let signature = Base64URL.decode(parts[2]) else { throw .malformed }
+        guard let signature = Base64.decode(parts[2], .url) else { throw .malformed }
         let signingInput = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
         guard ConstantTime.equals(hmac(signingInput), signature) else { throw .badSignature }
 
-        guard let payloadBytes = Base64URL.decode(parts[1]), let payload = try? JSONParser.parse(payloadBytes),
+        guard let payloadBytes = Base64.decode(parts[1], .url), let payload = try? JSONParser.parse(payloadBytes),
             case .object = payload
         else { throw .malformed }
         guard let userId = payload["sub"]?.stringValue, Identifier.isValidUserOrDeviceId(userId) else {

@@ -1,3 +1,5 @@
+import WebSocketCodec
+
 /// The hosts and ports a push or events URL may point at (the SSRF guard's configuration).
 ///
 /// Entries are exact host names (`push.example.com`), wildcard suffixes (`*.example.com`), IP
@@ -40,7 +42,7 @@ public struct HostAllowList: Sendable, Equatable {
     public static func parse(_ list: [String]) -> Result<HostAllowList, ValidationError> {
         var entries: [Entry] = []
         for raw in list {
-            let item = raw.trimmingSpaces().lowercased()
+            let item = raw.trimmingASCIISpaces().lowercased()
             if item.isEmpty { continue }
             guard let entry = Self.entry(item) else {
                 return .failure(
@@ -135,10 +137,6 @@ public struct HostAllowList: Sendable, Equatable {
 }
 
 extension StringProtocol {
-    public func trimmingSpaces() -> String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
-    }
-
     func trimmingBrackets() -> String {
         if hasPrefix("["), hasSuffix("]") { return String(dropFirst().dropLast()) }
         return String(self)

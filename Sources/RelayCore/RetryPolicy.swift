@@ -1,3 +1,5 @@
+import WebSocketCodec
+
 /// When to try a failed delivery again: exponential backoff with full jitter (a uniformly random
 /// delay between 0 and `min(cap, base · 2^attempt)`), which spreads retries of many jobs that
 /// failed together instead of sending them back in lockstep.
@@ -49,7 +51,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
 
     /// `Retry-After` in delta-seconds (an HTTP date is not honoured: the backoff applies instead).
     static func parseRetryAfter(_ value: String?) -> Int64? {
-        guard let value, let seconds = Int64(value.trimmingSpaces()), seconds >= 0, seconds <= 86_400 else {
+        guard let value, let seconds = Int64(value.trimmingASCIISpaces()), seconds >= 0, seconds <= 86_400 else {
             return nil
         }
         return seconds * 1000

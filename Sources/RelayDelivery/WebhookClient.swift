@@ -1,6 +1,7 @@
 import Glibc
 package import RelayCore
 import RelayLocks
+import WebSocketCodec
 
 /// A small blocking HTTP/1.1 client for webhook POSTs over plain HTTP and TLS (OpenSSL), with
 /// keep-alive connections pooled per (scheme, host, port, address).
@@ -160,7 +161,7 @@ package final class WebhookClient: Sendable {
         var headers: [String: String] = [:]
         for line in headLines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = String(line[line.index(after: colon)...]).trimmingSpaces()
+            headers[line[..<colon].lowercased()] = String(line[line.index(after: colon)...]).trimmingASCIISpaces()
         }
         var keepAlive = statusLine.hasPrefix("HTTP/1.1") && headers["connection"]?.lowercased() != "close"
         if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {

@@ -1,3 +1,5 @@
+import RelayCore
+
 /// A complete response. Bodies are small enough to build in memory (the largest is a
 /// catch-up page, bounded by its byte budget).
 package struct HTTPResponse: Sendable {
@@ -29,25 +31,14 @@ package struct HTTPResponse: Sendable {
 
     /// `{"error":{"code":…,"message":…}}`, the one error shape of the API.
     package static func error(_ status: Int, code: String, message: String) -> HTTPResponse {
-        let body = #"{"error":{"code":"# + jsonString(code) + #","message":"# + jsonString(message) + "}}"
-        return json(status, Array(body.utf8))
-    }
-
-    package static func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        var writer = JSONWriter(capacity: 64 + message.utf8.count)
+        writer.beginObject()
+        writer.key("error")
+        writer.beginObject()
+        writer.member("code", code)
+        writer.member("message", message)
+        writer.endObject()
+        writer.endObject()
+        return json(status, writer.bytes)
     }
 }

@@ -10,8 +10,10 @@ import Darwin
 /// access under it was reported as a data race; a pthread mutex is understood by TSan, which
 /// keeps `swift test --sanitize=thread` meaningful.
 ///
-/// `@unchecked Sendable`: `value` is only touched while `mutex` is held.
-public final class LockedValue<Value>: @unchecked Sendable {
+/// Sendable only when its value is (like swift-nio's `NIOLockedValueBox`): the lock makes the
+/// access exclusive, not the value safe to share, so non-Sendable state cannot cross threads
+/// through it unchecked.
+public final class LockedValue<Value> {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
@@ -42,3 +44,6 @@ public final class LockedValue<Value>: @unchecked Sendable {
     @usableFromInline func lock() { pthread_mutex_lock(mutex) }
     @usableFromInline func unlock() { pthread_mutex_unlock(mutex) }
 }
+
+/// `@unchecked`: `value` is only touched while `mutex` is held.
+extension LockedValue: @unchecked Sendable where Value: Sendable {}

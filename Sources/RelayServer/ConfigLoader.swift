@@ -1,6 +1,7 @@
 import Foundation
 import RelayCore
 import RelayHTTP
+import WebSocketCodec
 import RelayTelemetry
 
 /// Builds a `RelayConfig` from file, environment and flags, in that order of precedence
@@ -60,7 +61,7 @@ package enum ConfigLoader {
         return Setting(
             key: key,
             apply: { config, value throws(Error) in
-                config[keyPath: path] = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                config[keyPath: path] = value.split(separator: ",").map { $0.trimmingASCIISpaces() }
                     .filter { !$0.isEmpty }
             }, read: { .array($0[keyPath: path].map { .string($0) }) })
     }
@@ -70,7 +71,7 @@ package enum ConfigLoader {
         return Setting(
             key: key,
             apply: { config, value throws(Error) in
-                switch value.trimmingCharacters(in: .whitespaces).lowercased() {
+                switch value.trimmingASCIISpaces().lowercased() {
                 case "true", "1", "yes", "on": config[keyPath: path] = true
                 case "false", "0", "no", "off": config[keyPath: path] = false
                 default: throw Error(description: "\(key) must be true or false, not '\(value)'")
@@ -85,7 +86,7 @@ package enum ConfigLoader {
         return Setting(
             key: key,
             apply: { config, value throws(Error) in
-                guard let number = T(value.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+                guard let number = T(value.trimmingASCIISpaces()), range.contains(number) else {
                     throw Error(
                         description:
                             "\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(value)'")

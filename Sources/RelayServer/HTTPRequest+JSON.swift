@@ -1,12 +1,13 @@
 import Foundation
 import RelayCore
 import RelayHTTP
+import WebSocketCodec
 
 extension HTTPRequest {
     /// The body as a JSON value: 415 unless it is declared JSON, 400 when it does not parse.
     func jsonBody() throws(APIError) -> JSONValue {
         let contentType =
-            header("content-type")?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+            header("content-type")?.split(separator: ";").first?.trimmingASCIISpaces().lowercased() ?? ""
         guard
             contentType == "application/json"
                 || (contentType.hasPrefix("application/") && contentType.hasSuffix("+json"))

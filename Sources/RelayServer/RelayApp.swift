@@ -8,6 +8,7 @@ import RelayHTTP
 import RelayStore
 package import RelayTelemetry
 import RelayWebSocket
+import WebSocketCodec
 import Synchronization
 
 /// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
@@ -66,7 +67,7 @@ package final class RelayApp: @unchecked Sendable {
             settings: PushNotifier.Settings(
                 policy: config.deliveryPolicy, requestTimeoutSeconds: Double(config.pushTimeoutMs) / 1000),
             signer: WebhookSignature(
-                hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Data($0).base64EncodedString() }),
+                hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Base64.encode($0) }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl.flatMap { try? PushURL($0) }, tls: try TLSContext(caFile: config.pushCaFile),
             now: clock)

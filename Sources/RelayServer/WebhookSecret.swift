@@ -1,4 +1,4 @@
-import Foundation
+import WebSocketCodec
 
 /// A Standard Webhooks signing secret, `whsec_<base64 key bytes>`; the HMAC key is the decoded
 /// bytes, so that any Standard Webhooks receiver library verifies our signatures unchanged.
@@ -7,14 +7,15 @@ package struct WebhookSecret: Sendable {
     package let key: [UInt8]
 
     package init?(_ text: String) {
-        guard text.hasPrefix("whsec_"), let data = Data(base64Encoded: String(text.dropFirst(6))), data.count >= 16
-        else { return nil }
+        guard text.hasPrefix("whsec_"), let bytes = Base64.decode(text.dropFirst(6)), bytes.count >= 16 else {
+            return nil
+        }
         self.text = text
-        key = Array(data)
+        key = bytes
     }
 
     package init(key: [UInt8]) {
         self.key = key
-        text = "whsec_" + Data(key).base64EncodedString()
+        text = "whsec_" + Base64.encode(key)
     }
 }

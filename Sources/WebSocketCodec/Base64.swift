@@ -1,49 +1,87 @@
-/// Standard base64 with padding (RFC 4648 §4), for `Sec-WebSocket-Key` and `-Accept`.
-enum Base64 {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+/// Base64 (RFC 4648), the one codec of the code base, here because this is its lowest target:
+/// `.standard` (padded, `+/`) for `Sec-WebSocket-Key`/`-Accept`, webhook signatures and
+/// `whsec_` secrets; `.url` (unpadded, `-_`) for JWTs. Pure, so the SDK and the fuzzers need no
+/// Foundation. Decoding is strict: one spelling per value (no stray characters, padding only
+/// where it belongs, zero spare bits).
+public enum Base64 {
+    public enum Variant: Sendable {
+        /// RFC 4648 §4, with `=` padding.
+        case standard
+        /// RFC 4648 §5, without padding.
+        case url
 
-    static func encode(_ bytes: [UInt8]) -> String {
+        fileprivate var alphabet: [UInt8] { self == .standard ? Base64.standardAlphabet : Base64.urlAlphabet }
+        fileprivate var reverse: [UInt8] { self == .standard ? Base64.standardReverse : Base64.urlReverse }
+    }
+
+    private static let standardAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    private static let urlAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let standardReverse = reverseTable(standardAlphabet)
+    private static let urlReverse = reverseTable(urlAlphabet)
+
+    private static func reverseTable(_ alphabet: [UInt8]) -> [UInt8] {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        return table
+    }
+
+    public static func encode(_ bytes: some Collection<UInt8>, _ variant: Variant = .standard) -> String {
+        let input = Array(bytes)
+        let alphabet = variant.alphabet
         var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        out.reserveCapacity((input.count + 2) / 3 * 4)
         var i = 0
-        while i < bytes.count {
-            let b0 = UInt32(bytes[i])
-            let b1 = i + 1 < bytes.count ? UInt32(bytes[i + 1]) : 0
-            let b2 = i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0
-            let n = b0 << 16 | b1 << 8 | b2
+        while i < input.count {
+            let remaining = input.count - i
+            let n =
+                UInt32(input[i]) << 16 | (remaining > 1 ? UInt32(input[i + 1]) << 8 : 0)
+                | (remaining > 2 ? UInt32(input[i + 2]) : 0)
             out.append(alphabet[Int(n >> 18 & 63)])
             out.append(alphabet[Int(n >> 12 & 63)])
-            out.append(i + 1 < bytes.count ? alphabet[Int(n >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(i + 2 < bytes.count ? alphabet[Int(n & 63)] : UInt8(ascii: "="))
+            if remaining > 1 {
+                out.append(alphabet[Int(n >> 6 & 63)])
+            } else if variant == .standard {
+                out.append(UInt8(ascii: "="))
+            }
+            if remaining > 2 {
+                out.append(alphabet[Int(n & 63)])
+            } else if variant == .standard {
+                out.append(UInt8(ascii: "="))
+            }
             i += 3
         }
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Decodes padded base64; nil for anything malformed.
-    static func decode(_ text: String) -> [UInt8]? {
-        let input = Array(text.utf8)
-        guard input.count % 4 == 0 else { return nil }
-        var out: [UInt8] = []
-        var quad: [UInt32] = []
-        for (index, byte) in input.enumerated() {
-            if byte == UInt8(ascii: "=") {
-                // Padding only in the last one or two places.
-                guard index >= input.count - 2, input[index...].allSatisfy({ $0 == UInt8(ascii: "=") }) else {
-                    return nil
-                }
-                quad.append(0)
-            } else {
-                guard let value = alphabet.firstIndex(of: byte) else { return nil }
-                quad.append(UInt32(value))
-            }
-            if quad.count == 4 {
-                let n = quad[0] << 18 | quad[1] << 12 | quad[2] << 6 | quad[3]
-                out += [UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)]
-                quad.removeAll(keepingCapacity: true)
+    /// The bytes, or nil for anything malformed.
+    public static func decode(_ text: some StringProtocol, _ variant: Variant = .standard) -> [UInt8]? {
+        var input = Array(text.utf8)
+        if variant == .standard {
+            guard input.count % 4 == 0 else { return nil }
+            var padding = 0
+            while padding < 2, input.last == UInt8(ascii: "=") {
+                input.removeLast()
+                padding += 1
             }
         }
-        let padding = input.suffix(2).filter { $0 == UInt8(ascii: "=") }.count
-        return Array(out.dropLast(padding))
+        guard input.count % 4 != 1 else { return nil }
+        let reverse = variant.reverse
+        var out: [UInt8] = []
+        out.reserveCapacity(input.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for byte in input {
+            let value = reverse[Int(byte)]
+            guard value != 0xFF else { return nil }
+            accumulator = (accumulator << 6 | UInt32(value)) & 0xFFFF
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        // Leftover bits must be zero so that every value has exactly one spelling.
+        guard accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return out
     }
 }

@@ -124,7 +124,9 @@ public enum WebSocketHandshake {
 }
 
 extension StringProtocol {
-    func trimmingASCIISpaces() -> String {
+    /// Without leading and trailing spaces and tabs (HTTP's optional whitespace): the one trimmer
+    /// of the code base, here because this is its lowest target.
+    public func trimmingASCIISpaces() -> String {
         var text = Substring(self)
         while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
         while let last = text.last, last == " " || last == "\t" { text.removeLast() }

@@ -1,5 +1,6 @@
 import Foundation
 import RelayCore
+import WebSocketCodec
 import RelayCrypto
 import RelayTesting
 import Testing
@@ -17,8 +18,8 @@ import Glibc
     /// A token signed with the test relay's secret, with claims written as raw JSON.
     static func signedToken(_ claims: String) -> String {
         let input =
-            Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
-        return input + "." + Base64URL.encode(Crypto.hmacSHA256(key: tokenSecret, message: Array(input.utf8)))
+            Base64.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8), .url) + "." + Base64.encode(Array(claims.utf8), .url)
+        return input + "." + Base64.encode(Crypto.hmacSHA256(key: tokenSecret, message: Array(input.utf8)), .url)
     }
 
     static var nowSeconds: Int64 { Int64(Date().timeIntervalSince1970) }

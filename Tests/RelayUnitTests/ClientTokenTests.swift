@@ -1,4 +1,5 @@
 import RelayCore
+import WebSocketCodec
 import RelayCrypto
 import Testing
 
@@ -16,10 +17,10 @@ import Testing
     /// A token as PyJWT would mint it: `jwt.encode({"sub":"bob","exp":1800000060}, secret, "HS256")`,
     /// with the header members in PyJWT's order; computed independently of `encode`.
     @Test func acceptsTokensMintedElsewhere() throws {
-        let header = Base64URL.encode(Array(#"{"typ":"JWT","alg":"HS256"}"#.utf8))
-        let payload = Base64URL.encode(Array(#"{"sub":"bob","exp":1800000060.5}"#.utf8))
-        let signature = Base64URL.encode(
-            Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(payload)".utf8)))
+        let header = Base64.encode(Array(#"{"typ":"JWT","alg":"HS256"}"#.utf8), .url)
+        let payload = Base64.encode(Array(#"{"sub":"bob","exp":1800000060.5}"#.utf8), .url)
+        let signature = Base64.encode(
+            Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(payload)".utf8)), .url)
         let claims = try codec.verify("\(header).\(payload).\(signature)", now: now)
         #expect(claims.userId == "bob")
         #expect(claims.deviceId == nil)
@@ -29,23 +30,23 @@ import Testing
     @Test func rejectsTamperedPayload() {
         let token = codec.encode(ClientClaims(userId: "alice", deviceId: nil, expiresAt: now + 60))
         let parts = token.split(separator: ".")
-        let forged = Base64URL.encode(Array(#"{"sub":"mallory","exp":1800000060}"#.utf8))
+        let forged = Base64.encode(Array(#"{"sub":"mallory","exp":1800000060}"#.utf8), .url)
         #expect(throws: ClientTokenError.badSignature) {
             try codec.verify("\(parts[0]).\(forged).\(parts[2])", now: now)
         }
     }
 
     @Test func rejectsAlgNone() {
-        let header = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8))
-        let payload = Base64URL.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8))
+        let header = Base64.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8), .url)
+        let payload = Base64.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8), .url)
         #expect(throws: ClientTokenError.unsupportedAlgorithm("none")) {
             try codec.verify("\(header).\(payload).", now: now)
         }
     }
 
     @Test func rejectsOtherAlgorithms() {
-        let header = Base64URL.encode(Array(#"{"alg":"RS256"}"#.utf8))
-        let payload = Base64URL.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8))
+        let header = Base64.encode(Array(#"{"alg":"RS256"}"#.utf8), .url)
+        let payload = Base64.encode(Array(#"{"sub":"alice","exp":1800000060}"#.utf8), .url)
         #expect(throws: ClientTokenError.unsupportedAlgorithm("RS256")) {
             try codec.verify("\(header).\(payload).AAAA", now: now)
         }
@@ -63,10 +64,10 @@ import Testing
     }
 
     @Test func rejectsMissingOrBadClaims() {
-        let header = Base64URL.encode(Array(#"{"alg":"HS256"}"#.utf8))
+        let header = Base64.encode(Array(#"{"alg":"HS256"}"#.utf8), .url)
         func sign(_ payload: String) -> String {
-            let body = Base64URL.encode(Array(payload.utf8))
-            let mac = Base64URL.encode(Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(body)".utf8)))
+            let body = Base64.encode(Array(payload.utf8), .url)
+            let mac = Base64.encode(Crypto.hmacSHA256(key: Self.secret, message: Array("\(header).\(body)".utf8)), .url)
             return "\(header).\(body).\(mac)"
         }
         #expect(throws: ClientTokenError.invalidClaim("exp")) { try codec.verify(sign(#"{"sub":"a"}"#), now: now) }
@@ -83,12 +84,12 @@ import Testing
     @Test func base64URLRoundTripsAndRejectsNonCanonical() {
         for length in 0..<40 {
             let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
-            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+            #expect(Base64.decode(Base64.encode(bytes, .url), .url) == bytes)
         }
-        #expect(Base64URL.decode("A") == nil)
-        #expect(Base64URL.decode("AA") == [0])
-        #expect(Base64URL.decode("AB") == nil)  // "AA" is the canonical spelling: spare bits must be 0
-        #expect(Base64URL.decode("a+b/") == nil)
+        #expect(Base64.decode("A", .url) == nil)
+        #expect(Base64.decode("AA", .url) == [0])
+        #expect(Base64.decode("AB", .url) == nil)  // "AA" is the canonical spelling: spare bits must be 0
+        #expect(Base64.decode("a+b/", .url) == nil)
     }
 
     /// Libraries write `exp` = 2^63−1 or 1e300 for "never expires": no claim value may trap; such
@@ -96,9 +97,9 @@ import Testing
     @Test func extremeClaimsAreClampedNotTrapped() throws {
         func signed(_ claims: String) -> String {
             let input =
-                Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "."
-                + Base64URL.encode(Array(claims.utf8))
-            return input + "." + Base64URL.encode(Crypto.hmacSHA256(key: Self.secret, message: Array(input.utf8)))
+                Base64.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8), .url) + "."
+                + Base64.encode(Array(claims.utf8), .url)
+            return input + "." + Base64.encode(Crypto.hmacSHA256(key: Self.secret, message: Array(input.utf8)), .url)
         }
         for exp in ["9223372036854775807", "1e300", "18446744073709551616", "1.7976931348623157e308"] {
             let claims = try codec.verify(signed(#"{"sub":"a","exp":\#(exp)}"#), now: now)

@@ -260,3 +260,27 @@ extension WebSocketConnection.Output {
         return false
     }
 }
+
+/// The one base64 codec, both variants, on RFC 4648's vectors; strict decoding.
+@Suite struct Base64Tests {
+    @Test func rfc4648Vectors() {
+        let vectors = [
+            "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=",
+            "foobar": "Zm9vYmFy",
+        ]
+        for (plain, encoded) in vectors {
+            #expect(Base64.encode(Array(plain.utf8)) == encoded)
+            #expect(Base64.decode(encoded) == Array(plain.utf8))
+            let url = String(encoded.filter { $0 != "=" })
+            #expect(Base64.encode(Array(plain.utf8), .url) == url)
+            #expect(Base64.decode(url, .url) == Array(plain.utf8))
+        }
+        #expect(Base64.encode([0xFB, 0xFF], .url) == "-_8")
+        #expect(Base64.encode([0xFB, 0xFF]) == "+/8=")
+    }
+
+    @Test func malformedInputIsRefused() {
+        for bad in ["Zg=", "Zg", "Z===", "Zh==", "Zm9v!", "=Zg="] { #expect(Base64.decode(bad) == nil, "\(bad)") }
+        for bad in ["Z", "Zh", "Zg==", "+/8", "Zm9v!"] { #expect(Base64.decode(bad, .url) == nil, "\(bad)") }
+    }
+}
