@@ -8,8 +8,8 @@ import RelayHTTP
 import RelayStore
 package import RelayTelemetry
 import RelayWebSocket
-import WebSocketCodec
 import Synchronization
+import WebSocketCodec
 
 /// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
 ///

@@ -1,9 +1,9 @@
 import Foundation
 import RelayCore
-import WebSocketCodec
 import RelayCrypto
 import RelayTesting
 import Testing
+import WebSocketCodec
 
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +18,8 @@ import Glibc
     /// A token signed with the test relay's secret, with claims written as raw JSON.
     static func signedToken(_ claims: String) -> String {
         let input =
-            Base64.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8), .url) + "." + Base64.encode(Array(claims.utf8), .url)
+            Base64.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8), .url) + "."
+            + Base64.encode(Array(claims.utf8), .url)
         return input + "." + Base64.encode(Crypto.hmacSHA256(key: tokenSecret, message: Array(input.utf8)), .url)
     }
 
