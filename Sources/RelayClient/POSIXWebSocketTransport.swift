@@ -94,7 +94,7 @@ final class POSIXWebSocketConnection: RelayConnection, @unchecked Sendable {
 
     func send(_ text: String) async throws {
         let bytes: [UInt8]? = lock.withLock { closed ? nil : state.text(text) }
-        guard let bytes else { throw RelayTransportError.closed(code: 1006) }
+        guard let bytes else { throw RelayTransportError.closed(code: CloseCode.abnormal) }
         try write(bytes)
     }
 
@@ -132,7 +132,7 @@ final class POSIXWebSocketConnection: RelayConnection, @unchecked Sendable {
             pending = readChunk()
             if pending.isEmpty {
                 shutdownSocket()
-                continuation.finish(throwing: RelayTransportError.closed(code: 1006))
+                continuation.finish(throwing: RelayTransportError.closed(code: CloseCode.abnormal))
                 return
             }
         }
@@ -150,7 +150,7 @@ final class POSIXWebSocketConnection: RelayConnection, @unchecked Sendable {
             let sent = bytes[offset...].withUnsafeBytes {
                 Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
             }
-            guard sent > 0 else { throw RelayTransportError.closed(code: 1006) }
+            guard sent > 0 else { throw RelayTransportError.closed(code: CloseCode.abnormal) }
             offset += sent
         }
     }

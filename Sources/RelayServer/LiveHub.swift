@@ -128,10 +128,6 @@ final class LiveHub: Sendable {
 
     // MARK: Presence
 
-    func isOnline(_ userId: String) -> Bool {
-        state.withLock { $0.userOnline(userId) }
-    }
-
     /// Online devices of a user.
     func onlineDevices(_ userId: String) -> Set<String> {
         state.withLock { state in Set(state.devices[userId]?.filter { $0.value.online }.keys.map { $0 } ?? []) }

@@ -26,7 +26,10 @@ package struct PushBatch: Sendable {
     /// The batch may be retried until the newest TTL among its messages passes.
     package var expiresAt: Timestamp
 
-    package var deviceKey: String { userId + "\u{0}" + deviceId }
+    package var deviceKey: String { Self.deviceKey(userId, deviceId) }
+
+    /// One device's key in the sets of devices in flight.
+    package static func deviceKey(_ userId: String, _ deviceId: String) -> String { userId + "\u{0}" + deviceId }
 }
 
 /// How a delivery attempt ended, as the store records it.
@@ -104,7 +107,7 @@ extension SQLiteStore {
             ) { row in
                 let userId = row.text(0)
                 let deviceId = row.text(1)
-                let key = userId + "\u{0}" + deviceId
+                let key = PushBatch.deviceKey(userId, deviceId)
                 guard devices.count < limit, !skipping.contains(key), seen.insert(key).inserted else { return }
                 devices.append((userId, deviceId))
             }

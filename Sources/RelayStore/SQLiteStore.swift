@@ -1,5 +1,6 @@
 import Dispatch
 package import RelayCore
+import RelayLocks
 
 /// The embedded store: one SQLite file in WAL mode, one writer thread with group commit,
 /// a pool of readers.
@@ -471,12 +472,12 @@ package final class SQLiteStore: RelayStore {
         _ start: (@escaping @Sendable (Result<T, StoreError>) -> Void) -> Void
     ) -> Result<T, StoreError> {
         let semaphore = DispatchSemaphore(value: 0)
-        let box = ResultBox<T>()
+        let box = LockedValue<Result<T, StoreError>?>(nil)
         start { result in
-            box.set(result)
+            box.withLock { $0 = result }
             semaphore.signal()
         }
         semaphore.wait()
-        return box.get() ?? .failure(.closed)
+        return box.withLock { $0 } ?? .failure(.closed)
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import RelayLocks
 
 /// The single writer of the database, with group commit.
 ///
@@ -17,11 +18,6 @@ package final class StoreWriter: @unchecked Sendable {
         let run: @Sendable (SQLiteConnection) throws -> Void
         /// Runs on the completion queue once the transaction's fate (or the write's own failure) is known.
         let finish: @Sendable (Result<Void, StoreError>) -> Void
-    }
-
-    /// Carries a write's value from `run` (writer thread) to `finish` (completion queue, strictly later).
-    private final class Box<T>: @unchecked Sendable {
-        var value: T?
     }
 
     private let connection: SQLiteConnection
@@ -54,11 +50,15 @@ package final class StoreWriter: @unchecked Sendable {
         _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
-        let box = Box<T>()
+        // Carries the value from `run` (writer thread) to `finish` (completion queue, later).
+        let box = LockedValue<T?>(nil)
         let operation = Operation(
-            run: { connection in box.value = try work(connection) },
+            run: { connection in
+                let value = try work(connection)
+                box.withLock { $0 = value }
+            },
             finish: { outcome in
-                switch (outcome, box.value) {
+                switch (outcome, box.withLock { $0 }) {
                 case (.success, let value?): completion(.success(value))
                 case (.failure(let error), _): completion(.failure(error))
                 case (.success, nil): completion(.failure(.closed))

@@ -82,7 +82,7 @@ public final class WebSocketTestClient {
         while pending.isEmpty {
             let chunk = try readChunk()
             if chunk.isEmpty {
-                pending.append(.closed(code: 1006))
+                pending.append(.closed(code: CloseCode.abnormal))
                 break
             }
             absorb(chunk)

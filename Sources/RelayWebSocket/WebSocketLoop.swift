@@ -297,7 +297,7 @@ package final class WebSocketLoop: @unchecked Sendable {
             if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
             if count < 0, errno == EINTR { continue }
             // EOF or error: the peer is gone without a close handshake.
-            finish(id, connection, code: connection.closeDeadline == nil ? 1006 : connection.closeCode)
+            finish(id, connection, code: connection.closeDeadline == nil ? CloseCode.abnormal : connection.closeCode)
             return
         }
     }
@@ -354,7 +354,7 @@ package final class WebSocketLoop: @unchecked Sendable {
             }
             if sent < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
             if sent < 0, errno == EINTR { continue }
-            finish(id, connection, code: 1006)
+            finish(id, connection, code: CloseCode.abnormal)
             return
         }
         // Give the buffer back: an idle socket should cost as little memory as possible.
@@ -376,7 +376,7 @@ package final class WebSocketLoop: @unchecked Sendable {
             }
             let silent = now - connection.lastHeard
             if silent >= configuration.deadAfterMs {
-                finish(id, connection, code: 1006)
+                finish(id, connection, code: CloseCode.abnormal)
             } else if silent >= configuration.pingIntervalMs, !connection.pingOutstanding {
                 connection.pingOutstanding = true
                 connection.output += connection.protocolState.ping()
@@ -385,7 +385,8 @@ package final class WebSocketLoop: @unchecked Sendable {
         }
     }
 
-    /// Removes the socket from epoll and hands it back to MHD to close; tells the delegate once.
+    /// Removes the socket from epoll and closes it (it is ours since the upgrade); tells the
+    /// delegate once.
     private func finish(_ id: UInt64, _ connection: Connection, code: UInt16) {
         guard connections.removeValue(forKey: id) != nil else { return }
         epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.socket.fd, nil)

@@ -61,6 +61,8 @@ public enum CloseCode {
     public static let unsupportedData: UInt16 = 1003
     /// Received in place of a code when a close frame carries none; never sent.
     public static let noStatus: UInt16 = 1005
+    /// Reported when a connection ended without a close frame (reset, dropped); never sent.
+    public static let abnormal: UInt16 = 1006
     public static let invalidPayload: UInt16 = 1007
     public static let policyViolation: UInt16 = 1008
     public static let tooBig: UInt16 = 1009
