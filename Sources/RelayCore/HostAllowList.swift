@@ -37,10 +37,16 @@ public struct HostAllowList: Sendable, Equatable {
     }
 
     var entries: [Entry]
+    /// The entries as configured, trimmed and lower-cased (for `check-config`).
+    public private(set) var spelled: [String] = []
+
+    /// Allows nothing (the default).
+    public static let none = HostAllowList(entries: [])
 
     /// Parses the entries; a failure names the offending entry.
     public static func parse(_ list: [String]) -> Result<HostAllowList, ValidationError> {
         var entries: [Entry] = []
+        var spelled: [String] = []
         for raw in list {
             let item = raw.trimmingASCIISpaces().lowercased()
             if item.isEmpty { continue }
@@ -52,8 +58,11 @@ public struct HostAllowList: Sendable, Equatable {
                     ))
             }
             entries.append(entry)
+            spelled.append(item)
         }
-        return .success(HostAllowList(entries: entries))
+        var allowList = HostAllowList(entries: entries)
+        allowList.spelled = spelled
+        return .success(allowList)
     }
 
     private static func entry(_ item: String) -> Entry? {

@@ -7,11 +7,14 @@ public struct PushURL: Sendable, Equatable {
     public var port: Int
     /// Path and query, at least `/`.
     public var target: String
+    /// As it was written.
+    public var text: String
 
     public static let maxLength = 2048
 
     public init(_ text: String) throws(ValidationError) {
         func invalid(_ why: String) -> ValidationError { ValidationError(.invalidField, field: "pushUrl", why) }
+        self.text = text
         guard text.utf8.count <= Self.maxLength, text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
         else { throw invalid("'pushUrl' must be an absolute http(s) URL of printable ASCII, at most 2048 bytes") }
         guard let schemeEnd = text.firstRange(of: "://") else {

@@ -220,8 +220,14 @@ private let accessHandler: MHD_AccessHandlerCallback = {
             requestId: context.id, on: connection, server: server)
     }
 
+    let query = collect(connection, .GET_ARGUMENT_KIND, lowercased: false)
+    guard !query.contains(where: { $0.name.utf8.contains(0) || $0.value.utf8.contains(0) }) else {
+        return queue(
+            .error(400, code: "bad_request", message: "the query string contains a NUL byte (%00)"),
+            requestId: context.id, on: connection, server: server)
+    }
     let request = HTTPRequest(
-        method: context.method, path: context.path, query: collect(connection, .GET_ARGUMENT_KIND, lowercased: false),
+        method: context.method, path: context.path, query: query,
         headers: collect(connection, .HEADER_KIND, lowercased: true), body: context.body, id: context.id,
         remoteAddress: describe(address: pr_mhd_client_address(connection)))
     context.body = []
@@ -327,16 +333,25 @@ private func collect(
         init(lowercased: Bool) { self.lowercased = lowercased }
     }
     let collector = Collector(lowercased: lowercased)
-    let iterator: MHD_KeyValueIterator = { pointer, _, key, value in
+    // The sized iterator: a decoded `%00` stays in the value (a C string would end there, and
+    // the handler would validate a shorter value than the client sent).
+    let iterator: MHD_KeyValueIteratorN = { pointer, _, key, keySize, value, valueSize in
         guard let pointer, let key else { return .YES }
         let collector = Unmanaged<Collector>.fromOpaque(pointer).takeUnretainedValue()
-        let name = String(cString: key)
-        collector.pairs.append(
-            (collector.lowercased ? name.lowercased() : name, value.map { String(cString: $0) } ?? ""))
+        let name = key.withMemoryRebound(to: UInt8.self, capacity: keySize) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: keySize), as: UTF8.self)
+        }
+        let text =
+            value.map { value in
+                value.withMemoryRebound(to: UInt8.self, capacity: valueSize) {
+                    String(decoding: UnsafeBufferPointer(start: $0, count: valueSize), as: UTF8.self)
+                }
+            } ?? ""
+        collector.pairs.append((collector.lowercased ? name.lowercased() : name, text))
         return .YES
     }
     withExtendedLifetime(collector) {
-        _ = MHD_get_connection_values(connection, kind, iterator, Unmanaged.passUnretained(collector).toOpaque())
+        _ = MHD_get_connection_values_n(connection, kind, iterator, Unmanaged.passUnretained(collector).toOpaque())
     }
     return collector.pairs
 }

@@ -86,7 +86,7 @@ package enum Command {
     }
 
     private static func run(_ command: String, _ config: RelayConfig, _ options: [String]) throws -> Int32 {
-        let logger = Logger(level: LogLevel(rawValue: config.logLevel) ?? .info)
+        let logger = Logger(level: config.logLevel)
         switch command {
         case "serve":
             try Options.parse(options, values: [], switches: [])

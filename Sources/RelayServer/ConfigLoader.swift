@@ -101,9 +101,29 @@ package enum ConfigLoader {
         list("serverKeys", \.serverKeys),
         optionalString("clientTokenSecret", \.clientTokenSecret),
         optionalString("webhookSecret", \.webhookSecret),
-        list("pushAllowedHosts", \.pushAllowedHosts),
+        Setting(
+            key: "pushAllowedHosts",
+            apply: { config, value throws(Error) in
+                let entries = value.split(separator: ",").map { $0.trimmingASCIISpaces() }.filter { !$0.isEmpty }
+                switch HostAllowList.parse(entries) {
+                case .success(let list): config.pushAllowedHosts = list
+                case .failure(let error): throw Error(description: "pushAllowedHosts: \(error.message)")
+                }
+            }, read: { .array($0.pushAllowedHosts.spelled.map { .string($0) }) }),
         optionalString("pushCaFile", \.pushCaFile),
-        optionalString("eventsUrl", \.eventsUrl),
+        Setting(
+            key: "eventsUrl",
+            apply: { config, value throws(Error) in
+                guard !value.isEmpty else {
+                    config.eventsUrl = nil
+                    return
+                }
+                do {
+                    config.eventsUrl = try PushURL(value)
+                } catch {
+                    throw Error(description: "eventsUrl must be an absolute http(s) URL, not '\(value)'")
+                }
+            }, read: { $0.eventsUrl.map { .string($0.text) } ?? .null }),
         integer("pushDelayMs", \.pushDelayMs, 0...86_400_000),
         integer("ackTimeoutMs", \.ackTimeoutMs, 100...86_400_000),
         integer("pingIntervalMs", \.pingIntervalMs, 100...3_600_000),
@@ -124,11 +144,11 @@ package enum ConfigLoader {
         Setting(
             key: "logLevel",
             apply: { config, value throws(Error) in
-                guard LogLevel(rawValue: value) != nil else {
+                guard let level = LogLevel(rawValue: value) else {
                     throw Error(description: "logLevel must be debug, info, warning or error, not '\(value)'")
                 }
-                config.logLevel = value
-            }, read: { .string($0.logLevel) }),
+                config.logLevel = level
+            }, read: { .string($0.logLevel.rawValue) }),
         optionalString("metricsKey", \.metricsKey),
         boolean("accessLog", \.accessLog),
         integer("pruneIntervalS", \.pruneIntervalS, 1...86_400),
@@ -223,20 +243,14 @@ package enum ConfigLoader {
 
     /// Cross-field checks that no single setting can make.
     static func validate(_ config: RelayConfig) throws(Error) {
-        if case .failure(let error) = HostAllowList.parse(config.pushAllowedHosts) {
-            throw Error(description: "pushAllowedHosts: \(error.message)")
-        }
         if let secret = config.webhookSecret, WebhookSecret(secret) == nil {
             throw Error(description: "webhookSecret must be 'whsec_' followed by base64 key bytes")
         }
         if let secret = config.clientTokenSecret, secret.utf8.count < 32 {
             throw Error(description: "clientTokenSecret must be at least 32 bytes long")
         }
-        if let eventsUrl = config.eventsUrl {
-            guard let url = try? PushURL(eventsUrl),
-                case .success(let list) = HostAllowList.parse(config.pushAllowedHosts),
-                list.allows(host: url.host, port: url.port)
-            else {
+        if let url = config.eventsUrl {
+            guard config.pushAllowedHosts.allows(host: url.host, port: url.port) else {
                 throw Error(description: "eventsUrl must be an http(s) URL whose host and port are in pushAllowedHosts")
             }
         }

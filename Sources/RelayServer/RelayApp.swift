@@ -47,11 +47,7 @@ package final class RelayApp: @unchecked Sendable {
         let clock: @Sendable () -> Timestamp = { Timestamp.now }
         let tokenKey = Array(secrets.clientTokenSecret.utf8)
         let tokens = ClientTokenCodec(hmac: { Crypto.hmacSHA256(key: tokenKey, message: $0) })
-        let allowList: HostAllowList
-        switch HostAllowList.parse(config.pushAllowedHosts) {
-        case .success(let list): allowList = list
-        case .failure(let error): throw ConfigLoader.Error(description: error.message)
-        }
+        let allowList = config.pushAllowedHosts
         var loopConfig = WebSocketLoop.Configuration()
         loopConfig.maxMessageBytes = config.maxWsMessageBytes
         loopConfig.pingIntervalMs = config.pingIntervalMs
@@ -69,7 +65,7 @@ package final class RelayApp: @unchecked Sendable {
             signer: WebhookSignature(
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Base64.encode($0) }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
-            eventsURL: config.eventsUrl.flatMap { try? PushURL($0) }, tls: try TLSContext(caFile: config.pushCaFile),
+            eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
             now: clock)
         commits.listen { [weak notifier] in notifier?.wake() }
         let auth = Authenticator(

@@ -1,4 +1,5 @@
-import RelayCore
+package import RelayCore
+package import RelayTelemetry
 
 /// Every setting of the relay, each with its default. Loaded from a JSON file, then the
 /// environment (`PUSHRELAY_` + upper snake case), then flags (`--kebab-case`); later wins.
@@ -16,11 +17,11 @@ package struct RelayConfig: Sendable, Equatable {
     /// Hosts, `*.suffix`es, IPs and CIDRs a push or events URL may point at, each with an
     /// optional `:port` or `:*` (none: 80 and 443 only). Empty by default: nothing is reachable
     /// until the operator names the push gateway (`make run` allows loopback for development).
-    package var pushAllowedHosts: [String] = []
+    package var pushAllowedHosts = HostAllowList.none
     /// A PEM bundle of the CAs https receivers are verified against; nil for the system's.
     package var pushCaFile: String?
     /// The chat server's event webhook; nil for none.
-    package var eventsUrl: String?
+    package var eventsUrl: PushURL?
     /// An offline device's push falls due this long after the first message of its window (and
     /// covers the window); also the presence debounce.
     package var pushDelayMs: Int64 = 3000
@@ -58,7 +59,7 @@ package struct RelayConfig: Sendable, Equatable {
     /// are refused). WebSockets release theirs once upgraded.
     package var connectionMemoryBytes = 16_384
     /// `debug`, `info`, `warning` or `error`.
-    package var logLevel = "info"
+    package var logLevel = LogLevel.info
     /// One `info` line per request (method, route, path, status, bytes, duration, request id,
     /// client address) and per WebSocket opened and closed.
     package var accessLog = true

@@ -1,4 +1,5 @@
 import Foundation
+import RelayCore
 import RelayServer
 import Testing
 
@@ -48,7 +49,7 @@ import Testing
         #expect(config.listen == "127.0.0.1:1000")  // file
         #expect(config.retentionS == 60)  // environment over file
         #expect(config.pushDelayMs == 300)  // flag over environment
-        #expect(config.pushAllowedHosts == ["a.example", "10.0.0.0/8"])
+        #expect(config.pushAllowedHosts.spelled == ["a.example", "10.0.0.0/8"])
         #expect(rest == ["extra"])
     }
 

@@ -150,6 +150,12 @@ import Glibc
             "POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(RelayProcess.serverKey)\r\n"
                 + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         #expect(smuggle.responseStatus() == 400)
+        // A decoded %00 in the query: libmicrohttpd's C strings would end there, and the handler
+        // would validate a shorter value than the client sent.
+        let nul = try await relay.request(
+            "GET", "/v1/users/u/messages?epoch=abc%00\(String(repeating: "x", count: 80))")
+        #expect(nul.status == 400)
+        #expect(nul.errorCode == "bad_request")
     }
 
     // MARK: 11. Revocation and token expiry
