@@ -1,13 +1,15 @@
 import Foundation
+import RelayLocks
 
 /// A fixed set of threads running blocking work (webhook deliveries) from one queue: a slow
 /// receiver ties up one thread, never the scheduler.
-///
-/// `@unchecked Sendable`: `queue` and `stopping` are only touched under `condition`.
-package final class WorkerPool: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var queue: [@Sendable () -> Void] = []
-    private var stopping = false
+package final class WorkerPool: Sendable {
+    private struct State {
+        var queue: [@Sendable () -> Void] = []
+        var stopping = false
+    }
+
+    private let state = LockedValue(State())
 
     package init(threads: Int, name: String) {
         for index in 0..<max(1, threads) {
@@ -19,31 +21,25 @@ package final class WorkerPool: @unchecked Sendable {
     }
 
     package func submit(_ work: @escaping @Sendable () -> Void) {
-        condition.lock()
-        queue.append(work)
-        condition.signal()
-        condition.unlock()
+        state.withLock { $0.queue.append(work) }
+        state.signal()
     }
 
     /// Lets the threads finish their current work and end; queued work is dropped.
     package func stop() {
-        condition.lock()
-        stopping = true
-        queue.removeAll()
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { state in
+            state.stopping = true
+            state.queue.removeAll()
+        }
+        state.broadcast()
     }
 
     private func run() {
         while true {
-            condition.lock()
-            while queue.isEmpty && !stopping { condition.wait() }
-            if stopping {
-                condition.unlock()
-                return
+            let work = state.withLock(when: { !$0.queue.isEmpty || $0.stopping }) { state in
+                state.stopping ? nil : state.queue.removeFirst()
             }
-            let work = queue.removeFirst()
-            condition.unlock()
+            guard let work else { return }
             work()
         }
     }

@@ -13,8 +13,13 @@ import Darwin
 /// Sendable only when its value is (like swift-nio's `NIOLockedValueBox`): the lock makes the
 /// access exclusive, not the value safe to share, so non-Sendable state cannot cross threads
 /// through it unchecked.
+///
+/// It is also the code base's one way to wait for state: `withLock(when:)` sleeps on the lock's
+/// condition variable until a predicate over the value holds, and `signal()` / `broadcast()`
+/// wake the waiters after a change (work queues, bounded pools, a result handed between threads).
 public final class LockedValue<Value> {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var value: Value
 
     public init(_ value: Value) {
@@ -22,12 +27,34 @@ public final class LockedValue<Value> {
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
+        condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
     }
 
     deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
     }
+
+    /// Waits until `ready` holds for the value (sleeping with the lock released), then runs
+    /// `body` under the lock.
+    public func withLock<Result>(
+        when ready: (Value) -> Bool, _ body: (inout Value) throws -> Result
+    ) rethrows -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while !ready(value) { pthread_cond_wait(condition, mutex) }
+        return try body(&value)
+    }
+
+    /// Wakes one waiter of `withLock(when:)` (it re-checks its predicate).
+    public func signal() { pthread_cond_signal(condition) }
+
+    /// Wakes every waiter of `withLock(when:)`.
+    public func broadcast() { pthread_cond_broadcast(condition) }
 
     @inlinable
     public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {

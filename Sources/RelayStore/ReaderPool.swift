@@ -1,4 +1,3 @@
-import Dispatch
 import RelayLocks
 
 /// Read connections, lent out one thread at a time. WAL lets them read while the writer writes.
@@ -12,19 +11,20 @@ final class ReaderPool: Sendable {
 
     private let path: String
     private let idle = LockedValue<[Reader]>([])
-    /// Bounds the open readers (each has its own page cache); further readers wait.
-    private let slots: DispatchSemaphore
+    /// Free reader slots: bounds the open readers (each has its own page cache); further
+    /// readers wait for one.
+    private let slots = LockedValue(ReaderPool.maxReaders)
     static let maxReaders = 8
 
-    init(path: String) {
-        self.path = path
-        slots = DispatchSemaphore(value: Self.maxReaders)
-    }
+    init(path: String) { self.path = path }
 
     /// Runs `body` on an idle connection (opening one when none is idle).
     func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
-        slots.wait()
-        defer { slots.signal() }
+        slots.withLock(when: { $0 > 0 }) { $0 -= 1 }
+        defer {
+            slots.withLock { $0 += 1 }
+            slots.signal()
+        }
         let reader: Reader
         if let pooled = idle.withLock({ $0.popLast() }) {
             reader = pooled

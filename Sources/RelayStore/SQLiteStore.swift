@@ -471,13 +471,11 @@ package final class SQLiteStore: RelayStore {
     private func waitFor<T: Sendable>(
         _ start: (@escaping @Sendable (Result<T, StoreError>) -> Void) -> Void
     ) -> Result<T, StoreError> {
-        let semaphore = DispatchSemaphore(value: 0)
         let box = LockedValue<Result<T, StoreError>?>(nil)
         start { result in
             box.withLock { $0 = result }
-            semaphore.signal()
+            box.signal()
         }
-        semaphore.wait()
-        return box.withLock { $0 } ?? .failure(.closed)
+        return box.withLock(when: { $0 != nil }) { $0 } ?? .failure(.closed)
     }
 }

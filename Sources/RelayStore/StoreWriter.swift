@@ -10,8 +10,8 @@ import RelayLocks
 /// fsync, which is where durable throughput comes from. A write that fails rolls back its own
 /// savepoint only; a failed COMMIT fails the whole batch, and nothing of it was stored.
 ///
-/// `@unchecked Sendable`: the connection is touched only by the writer thread; the queue is
-/// guarded by `condition`.
+/// `@unchecked Sendable`: the connection is touched only by the writer thread; the queue is in a
+/// `LockedValue`.
 package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
         /// Runs on the writer thread inside a savepoint.
@@ -21,10 +21,13 @@ package final class StoreWriter: @unchecked Sendable {
     }
 
     private let connection: SQLiteConnection
-    private let condition = NSCondition()
-    private var queue: [Operation] = []
-    private var stopping = false
-    private var stopped = false
+    private struct State {
+        var queue: [Operation] = []
+        var stopping = false
+        var stopped = false
+    }
+
+    private let state = LockedValue(State())
     /// Called with each committed batch's size (metrics).
     private let onBatch: @Sendable (Int) -> Void
     /// Completions (building answers, resuming connections) run here, so that the writer starts
@@ -64,41 +67,41 @@ package final class StoreWriter: @unchecked Sendable {
                 case (.success, nil): completion(.failure(.closed))
                 }
             })
-        condition.lock()
-        guard !stopping else {
-            condition.unlock()
+        let queued = state.withLock { state -> Bool in
+            guard !state.stopping else { return false }
+            state.queue.append(operation)
+            return true
+        }
+        guard queued else {
             completion(.failure(.closed))
             return
         }
-        queue.append(operation)
-        condition.signal()
-        condition.unlock()
+        state.signal()
     }
 
     /// Finishes every queued write, then stops the thread. Later submissions fail with `.closed`.
     func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        while !stopped { condition.wait() }
-        condition.unlock()
+        state.withLock { $0.stopping = true }
+        state.broadcast()
+        state.withLock(when: { $0.stopped }) { _ in }
         completions.sync {}  // every completion has run
     }
 
     private func run() {
         while true {
-            condition.lock()
-            while queue.isEmpty && !stopping { condition.wait() }
-            if queue.isEmpty {
-                stopped = true
-                condition.broadcast()
-                condition.unlock()
+            let batch = state.withLock(when: { !$0.queue.isEmpty || $0.stopping }) { state -> [Operation] in
+                guard !state.queue.isEmpty else {
+                    state.stopped = true
+                    return []
+                }
+                let take = min(state.queue.count, Self.maxBatch)
+                defer { state.queue.removeFirst(take) }
+                return Array(state.queue.prefix(take))
+            }
+            guard !batch.isEmpty else {
+                state.broadcast()  // `stop()` waits for `stopped`
                 return
             }
-            let take = min(queue.count, Self.maxBatch)
-            let batch = Array(queue.prefix(take))
-            queue.removeFirst(take)
-            condition.unlock()
             commit(batch)
         }
     }
