@@ -2,6 +2,7 @@ internal import CMicroHTTPD
 import Dispatch
 import Glibc
 import RelayCore
+import RelayLocks
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd: epoll, an internal thread pool, suspend/resume so that
@@ -53,7 +54,7 @@ package final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private var socket: ListenSocket?
     /// Requests begun and not yet completed; shutdown waits for it to drain.
-    let inFlight = Atomic<Int>(0)
+    let inFlight = LockedValue(0)
     private let requestCounter = Atomic<UInt64>(0)
     private let requestIdPrefix: String
 
@@ -125,11 +126,7 @@ package final class HTTPServer: @unchecked Sendable {
     package func shutdown(drainSeconds: Double = 10) {
         quiesce()
         guard let daemon else { return }
-        var waited = 0.0
-        while inFlight.load(ordering: .acquiring) > 0 && waited < drainSeconds {
-            usleep(10_000)
-            waited += 0.01
-        }
+        inFlight.withLock(when: { $0 == 0 }, waitingAtMost: Int64(drainSeconds * 1000)) { _ in }
         MHD_stop_daemon(daemon)
         self.daemon = nil
         sweeper?.cancel()
@@ -156,7 +153,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         let context = RequestContext(
             method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
             id: server.nextRequestId(), connectionId: connectionId)
-        server.inFlight.add(1, ordering: .relaxed)
+        server.inFlight.withLock { $0 += 1 }
         contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
         let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length").map { String(cString: $0) }
         let chunked = MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") != nil
@@ -245,7 +242,11 @@ private let completedHandler: MHD_RequestCompletedCallback = { serverPointer, co
     let context = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
     contextSlot.pointee = nil
     server.connections.requestCompleted(context.connectionId, now: MonotonicClock.milliseconds())
-    server.inFlight.subtract(1, ordering: .releasing)
+    let left = server.inFlight.withLock { count -> Int in
+        count -= 1
+        return count
+    }
+    if left == 0 { server.inFlight.broadcast() }  // a draining shutdown waits for this
 }
 
 /// Admission at accept: the caps count upgraded WebSockets too.

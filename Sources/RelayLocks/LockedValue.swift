@@ -50,6 +50,25 @@ public final class LockedValue<Value> {
         return try body(&value)
     }
 
+    /// Like `withLock(when:_:)`, but gives up waiting after `milliseconds`; `body` then runs on
+    /// the value as it is (check the predicate again inside if it matters).
+    public func withLock<Result>(
+        when ready: (Value) -> Bool, waitingAtMost milliseconds: Int64, _ body: (inout Value) throws -> Result
+    ) rethrows -> Result {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let nanoseconds = Int64(now.tv_nsec) + (milliseconds % 1000) * 1_000_000
+        var deadline = timespec(
+            tv_sec: now.tv_sec + Int(milliseconds / 1000 + nanoseconds / 1_000_000_000),
+            tv_nsec: Int(nanoseconds % 1_000_000_000))
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while !ready(value) {
+            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
+        }
+        return try body(&value)
+    }
+
     /// Wakes one waiter of `withLock(when:)` (it re-checks its predicate).
     public func signal() { pthread_cond_signal(condition) }
 

@@ -13,10 +13,10 @@ import WebSocketCodec
 
 /// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
 ///
-/// `@unchecked Sendable`: every stored property is Sendable except the Dispatch timers, which are
-/// only created in `start()` and cancelled in `shutdown()`, both called by the owner. (Created
-/// there, not in `init`: a timer released without ever being resumed traps, and `start()` may
-/// fail, on a busy port, before it resumes them.)
+/// `@unchecked Sendable`: every stored property is Sendable except the Dispatch timers and the
+/// service group, which are only touched in `start()` and `shutdown()`, both called by the
+/// owner. (Timers are created there, not in `init`: one released without ever being resumed
+/// traps, and `start()` may fail, on a busy port, before it resumes them.)
 package final class RelayApp: @unchecked Sendable {
     package let config: RelayConfig
     let logger: Logger
@@ -27,6 +27,8 @@ package final class RelayApp: @unchecked Sendable {
     let gateway: LiveGateway
     let notifier: PushNotifier
     private var timers: [any DispatchSourceTimer] = []
+    /// Everything with a start and a stop, in start order (see `start()`).
+    private var services = ServiceGroup([])
 
     /// Opens the store (creating secrets on first start) and builds everything; serves nothing yet.
     package init(config: RelayConfig, logger: Logger) throws {
@@ -124,12 +126,35 @@ package final class RelayApp: @unchecked Sendable {
         ) { [weak http] in http?.connectionCount ?? 0 }
     }
 
-    /// Binds and starts serving; returns the base URL. Binding comes first, so that a busy port
-    /// fails before anything else runs.
+    /// Binds and starts serving; returns the base URL. Binding comes first (after the store,
+    /// opened in `init`), so that a busy port fails before anything else runs.
     package func start() throws -> String {
-        try http.start()
-        webSockets.start(delegate: gateway)
-        notifier.start()
+        let store = self.store
+        let http = self.http
+        let api = self.api
+        let webSockets = self.webSockets
+        let gateway = self.gateway
+        let notifier = self.notifier
+        services = ServiceGroup([
+            .init(name: "store", stop: { store.close() }),
+            .init(
+                name: "http", start: { try http.start() },
+                beginShutdown: {
+                    api.shuttingDown.store(true, ordering: .relaxed)  // /readyz answers 503
+                    http.quiesce()
+                },
+                stop: { http.shutdown() }),
+            // Clients get 1001 and reconnect elsewhere, resuming from their cursor.
+            .init(name: "websockets", start: { webSockets.start(delegate: gateway) }, stop: { webSockets.stop() }),
+            .init(name: "notifier", start: { notifier.start() }, stop: { notifier.stop() }),
+            .init(name: "timers", start: { [self] in startTimers() }, stop: { [self] in stopTimers() }),
+        ])
+        try services.start()
+        logger.info("listening", ("url", http.url), ("db", config.db))
+        return http.url
+    }
+
+    private func startTimers() {
         let store = self.store
         let logger = self.logger
         let retention = config.retentionS
@@ -152,8 +177,11 @@ package final class RelayApp: @unchecked Sendable {
             hub.reportDuePresence()
             hub.closeExpiredSessions(now: hub.now())
         }
-        logger.info("listening", ("url", http.url), ("db", config.db))
-        return http.url
+    }
+
+    private func stopTimers() {
+        for timer in timers { timer.cancel() }
+        timers = []
     }
 
     private func repeating(
@@ -166,18 +194,12 @@ package final class RelayApp: @unchecked Sendable {
         timers.append(timer)
     }
 
-    /// Graceful shutdown: report not-ready, stop accepting, close WebSockets with 1001 (clients
-    /// reconnect elsewhere and resume), drain in-flight requests, finish queued writes, close
-    /// the database.
+    /// Graceful shutdown: the services in reverse order — readiness fails and the HTTP server
+    /// stops accepting, then timers, notifier, WebSockets (1001), the HTTP drain, and the store
+    /// (queued writes finish, the database closes).
     package func shutdown() {
-        api.shuttingDown.store(true, ordering: .relaxed)
         logger.info("shutting down")
-        http.quiesce()
-        webSockets.stop()
-        http.shutdown()
-        notifier.stop()
-        for timer in timers { timer.cancel() }
-        store.close()
+        services.stop()
         logger.info("stopped")
     }
 }

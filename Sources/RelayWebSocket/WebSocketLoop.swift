@@ -116,7 +116,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     private let inbox = LockedValue<[(UInt64, Command)]>([])
     private let nextId = Atomic<UInt64>(1)
     private let running = Atomic<Bool>(true)
-    private let openCount = Atomic<Int>(0)
+    private let openCount = LockedValue(0)
     private var connections: [UInt64: Connection] = [:]
     /// Connections with input left to read after their budget ran out (epoll is edge-triggered:
     /// it will not report them again).
@@ -142,7 +142,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     }
 
     /// Open connections (for metrics and tests).
-    package var connectionCount: Int { openCount.load(ordering: .relaxed) }
+    package var connectionCount: Int { openCount.withLock { $0 } }
 
     package func start(delegate: any WebSocketLoopDelegate) {
         self.delegate = delegate
@@ -173,8 +173,7 @@ package final class WebSocketLoop: @unchecked Sendable {
         guard running.load(ordering: .acquiring) else { return }
         inbox.withLock { $0.append((0, .close(CloseCode.goingAway, "server shutting down"))) }
         wake()
-        let deadline = Self.nowMs() + drainMs
-        while openCount.load(ordering: .acquiring) > 0, Self.nowMs() < deadline { usleep(5_000) }
+        openCount.withLock(when: { $0 == 0 }, waitingAtMost: drainMs) { _ in }
         running.store(false, ordering: .releasing)
         wake()
         if let thread { pthread_join(thread, nil) }
@@ -276,7 +275,7 @@ package final class WebSocketLoop: @unchecked Sendable {
             return
         }
         connections[id] = connection
-        openCount.add(1, ordering: .relaxed)
+        openCount.withLock { $0 += 1 }
         if !socket.extraInput.isEmpty { process(id, connection, socket.extraInput) }
     }
 
@@ -391,7 +390,11 @@ package final class WebSocketLoop: @unchecked Sendable {
         guard connections.removeValue(forKey: id) != nil else { return }
         epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.socket.fd, nil)
         connection.socket.close()
-        openCount.subtract(1, ordering: .releasing)
+        let left = openCount.withLock { count -> Int in
+            count -= 1
+            return count
+        }
+        if left == 0 { openCount.broadcast() }  // `stop()` waits for this
         delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self), code: code)
     }
 }
