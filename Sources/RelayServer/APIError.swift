@@ -37,16 +37,13 @@ package struct APIError: Error, Sendable {
         APIError(error.kind == .payloadTooLarge ? 413 : 400, error.code, error.message)
     }
 
-    /// Runs request decoding, turning a `ValidationError` into its 400/413 answer.
-    static func validating<T>(_ body: () throws -> T) throws(APIError) -> T {
+    /// Runs request decoding, turning a `ValidationError` into its 400/413 answer: the one way a
+    /// handler decodes its body.
+    static func validating<T>(_ body: () throws(ValidationError) -> T) throws(APIError) -> T {
         do {
             return try body()
-        } catch let error as ValidationError {
-            throw .validation(error)
-        } catch let error as APIError {
-            throw error
         } catch {
-            throw .invalid("\(error)")
+            throw .validation(error)
         }
     }
 

@@ -10,16 +10,12 @@ extension RelayAPI {
         let userId = try request.identifier("userId")
         let deviceId = try request.identifier("deviceId")
         let json = try request.jsonBody()
-        let url: PushURL
-        let platform: String?
-        let contentFree: Bool
-        do {
+        let (url, platform, contentFree) = try APIError.validating { () throws(ValidationError) in
             let fields = try FieldReader(json)
-            url = try PushURL(try fields.string("pushUrl"))
-            platform = try fields.optionalString("platform", maxLength: 32)
-            contentFree = try fields.optionalBool("contentFree") ?? false
-        } catch {
-            throw .validation(error)
+            return (
+                try PushURL(try fields.string("pushUrl")), try fields.optionalString("platform", maxLength: 32),
+                try fields.optionalBool("contentFree") ?? false
+            )
         }
         guard allowList.allows(host: url.host, port: url.port) else {
             throw APIError(
@@ -77,16 +73,12 @@ extension RelayAPI {
     func postToken(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
         let json = try request.jsonBody()
-        let userId: String
-        let deviceId: String
-        let ttl: Int64
-        do {
+        let (userId, deviceId, ttl) = try APIError.validating { () throws(ValidationError) in
             let fields = try FieldReader(json)
-            userId = try fields.identifier("userId")
-            deviceId = try fields.identifier("deviceId")
-            ttl = try fields.optionalInteger("ttl", in: 60...2_592_000) ?? 3600
-        } catch {
-            throw .validation(error)
+            return (
+                try fields.identifier("userId"), try fields.identifier("deviceId"),
+                try fields.optionalInteger("ttl", in: 60...2_592_000) ?? 3600
+            )
         }
         let issuedAt = now().seconds
         let claims = ClientClaims(userId: userId, deviceId: deviceId, expiresAt: issuedAt + ttl, issuedAt: issuedAt)

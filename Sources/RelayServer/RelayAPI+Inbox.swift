@@ -47,7 +47,7 @@ extension RelayAPI {
         let userId = try request.identifier("userId")
         _ = try auth.requireUser(request, userId: userId)
         let json = try request.jsonBody()
-        let (seq, epoch) = try APIError.validating {
+        let (seq, epoch) = try APIError.validating { () throws(ValidationError) in
             let fields = try FieldReader(json)
             return (try fields.integer("seq", in: 0...Int64.max), try fields.optionalString("epoch", maxLength: 64))
         }

@@ -10,12 +10,9 @@ extension RelayAPI {
     func postMessage(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
         let json = try request.jsonBody()
-        let message: IncomingMessage
-        do {
-            message = try IncomingMessage(
+        let message = try APIError.validating { () throws(ValidationError) in
+            try IncomingMessage(
                 json: json, maxPayloadBytes: config.maxPayloadBytes, defaultTTLSeconds: config.retentionS)
-        } catch {
-            throw .validation(error)
         }
         // The fingerprint covers the parsed, canonicalized request, so member order, spacing or
         // escaping differences in a retry do not count as "another body".

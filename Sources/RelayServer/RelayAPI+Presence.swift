@@ -18,11 +18,8 @@ extension RelayAPI {
     func queryPresence(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
         let json = try request.jsonBody()
-        let userIds: [String]
-        do {
-            userIds = try FieldReader(json).identifierList("userIds", maxCount: 1000)
-        } catch {
-            throw .validation(error)
+        let userIds = try APIError.validating { () throws(ValidationError) in
+            try FieldReader(json).identifierList("userIds", maxCount: 1000)
         }
         var writer = JSONWriter(capacity: userIds.count * 96)
         writer.beginObject()
@@ -51,21 +48,20 @@ extension RelayAPI {
         let userId = try request.identifier("userId")
         let principal = try auth.requireUser(request, userId: userId)
         let json = try request.jsonBody()
-        let (background, deviceId): (Bool, String?) = try APIError.validating {
+        let (background, requested) = try APIError.validating { () throws(ValidationError) -> (Bool, String?) in
             let fields = try FieldReader(json)
             let state = try fields.string("state")
             guard state == "background" || state == "foreground" else {
                 throw ValidationError(.invalidField, field: "state", "'state' must be \"background\" or \"foreground\"")
             }
-            if fields.value("deviceId") != nil {
-                let deviceId = try fields.identifier("deviceId")
-                if case .client(let claims) = principal, let own = claims.deviceId, own != deviceId {
-                    throw APIError.forbidden("a client token may only report presence for its own device")
-                }
-                return (state == "background", deviceId)
+            return (state == "background", fields.value("deviceId") != nil ? try fields.identifier("deviceId") : nil)
+        }
+        var deviceId = requested
+        if case .client(let claims) = principal {
+            if let requested, let own = claims.deviceId, own != requested {
+                throw .forbidden("a client token may only report presence for its own device")
             }
-            if case .client(let claims) = principal { return (state == "background", claims.deviceId) }
-            return (state == "background", nil)
+            deviceId = requested ?? claims.deviceId
         }
         if let deviceId { live?.hub.setBackground(userId: userId, deviceId: deviceId, background) }
         reply.noContent()
