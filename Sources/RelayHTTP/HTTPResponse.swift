@@ -1,5 +1,3 @@
-import RelayCore
-
 /// A complete response. Bodies are small enough to build in memory (the largest is a
 /// catch-up page, bounded by its byte budget).
 package struct HTTPResponse: Sendable {
@@ -27,18 +25,5 @@ package struct HTTPResponse: Sendable {
 
     package static func json(_ status: Int, _ body: [UInt8]) -> HTTPResponse {
         HTTPResponse(status: status, headers: [("Content-Type", "application/json")], body: body)
-    }
-
-    /// `{"error":{"code":…,"message":…}}`, the one error shape of the API.
-    package static func error(_ status: Int, code: String, message: String) -> HTTPResponse {
-        var writer = JSONWriter(capacity: 64 + message.utf8.count)
-        writer.beginObject()
-        writer.key("error")
-        writer.beginObject()
-        writer.member("code", code)
-        writer.member("message", message)
-        writer.endObject()
-        writer.endObject()
-        return json(status, writer.bytes)
     }
 }

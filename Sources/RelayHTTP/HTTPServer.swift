@@ -34,6 +34,8 @@ package final class HTTPServer: @unchecked Sendable {
         package var connectionMemoryBytes = 16_384
         /// libmicrohttpd's own error lines (aborted requests and the like); dropped when nil.
         package var errorLog: (@Sendable (String) -> Void)?
+        /// Writes the answer to a request this layer refuses (the API's error shape lives above).
+        package var render: @Sendable (HTTPRefusal) -> HTTPResponse = { HTTPResponse(status: $0.status) }
 
         package init() {}
     }
@@ -163,10 +165,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
             // RFC 9112 §6.3: a request with both is a smuggling attempt or a broken proxy.
             context.dispatched = true
             return queue(
-                .error(
-                    400, code: "bad_request",
-                    message: "a request may not carry both Content-Length and Transfer-Encoding"),
-                requestId: context.id, on: connection, server: server)
+                server.configuration.render(.conflictingFraming), requestId: context.id, on: connection, server: server)
         }
         if let length, let declared = Int(length), declared > server.configuration.maxBodyBytes {
             context.bodyTooLarge = true
@@ -211,17 +210,14 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     server.connections.requestReceived(context.connectionId)
 
     if context.bodyTooLarge {
-        let limit = server.configuration.maxBodyBytes
         return queue(
-            .error(413, code: "body_too_large", message: "the request body is larger than \(limit) bytes"),
-            requestId: context.id, on: connection, server: server)
+            server.configuration.render(.bodyTooLarge(limit: server.configuration.maxBodyBytes)), requestId: context.id,
+            on: connection, server: server)
     }
 
     let query = collect(connection, .GET_ARGUMENT_KIND, lowercased: false)
     guard !query.contains(where: { $0.name.utf8.contains(0) || $0.value.utf8.contains(0) }) else {
-        return queue(
-            .error(400, code: "bad_request", message: "the query string contains a NUL byte (%00)"),
-            requestId: context.id, on: connection, server: server)
+        return queue(server.configuration.render(.nulInQuery), requestId: context.id, on: connection, server: server)
     }
     let request = HTTPRequest(
         method: context.method, path: context.path, query: query,

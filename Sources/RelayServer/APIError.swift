@@ -17,10 +17,27 @@ package struct APIError: Error, Sendable {
         self.headers = headers
     }
 
+    /// The answer: `{"error":{"code":…,"message":…}}`, the one error shape of the API.
     package var response: HTTPResponse {
-        var response = HTTPResponse.error(status, code: code, message: message)
+        var writer = JSONWriter(capacity: 64 + message.utf8.count)
+        writer.beginObject()
+        writer.key("error")
+        writer.beginObject()
+        writer.member("code", code)
+        writer.member("message", message)
+        writer.endObject()
+        writer.endObject()
+        var response = HTTPResponse.json(status, writer.bytes)
         response.headers += headers
         return response
+    }
+
+    /// The HTTP layer's refusals, in the API's shape.
+    package init(_ refusal: HTTPRefusal) {
+        switch refusal {
+        case .bodyTooLarge: self.init(refusal.status, "body_too_large", refusal.message)
+        case .conflictingFraming, .nulInQuery: self.init(refusal.status, "bad_request", refusal.message)
+        }
     }
 
     static func unauthorized(_ message: String) -> APIError {

@@ -19,6 +19,7 @@ final class EchoServer: WebSocketLoopDelegate {
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
         httpConfig.threads = config.httpThreads
+        httpConfig.render = { APIError($0).response }
         http = HTTPServer(configuration: httpConfig) { request, responder in
             switch WebSocketHandshake.validate(method: request.method, header: { request.header($0) }) {
             case .success(let accept):
@@ -29,7 +30,7 @@ final class EchoServer: WebSocketLoopDelegate {
                         ]
                     ) { socket in _ = loop.adopt(socket) })
             case .failure(let refusal):
-                responder.send(.error(refusal.status, code: "bad_handshake", message: refusal.reason))
+                responder.send(APIError(refusal.status, "bad_handshake", refusal.reason).response)
             }
         }
     }

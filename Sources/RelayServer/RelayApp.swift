@@ -108,6 +108,7 @@ package final class RelayApp: @unchecked Sendable {
         httpConfig.maxConnectionsPerIP = config.maxConnectionsPerIp
         httpConfig.connectionTimeoutSeconds = config.connectionTimeoutS
         httpConfig.connectionMemoryBytes = config.connectionMemoryBytes
+        httpConfig.render = { APIError($0).response }
         httpConfig.headerTimeoutMs = config.requestHeaderTimeoutMs
         httpConfig.bodyTimeoutMs = config.requestBodyTimeoutMs
         let throttle = LogThrottle(linesPerSecond: 2, burst: 10, now: clock())

@@ -1,0 +1,25 @@
+/// A request the HTTP layer refuses before any handler sees it. The layer knows why, not how
+/// the API writes errors: `HTTPServer.Configuration.render` turns it into the answer.
+package enum HTTPRefusal: Sendable, Equatable {
+    /// The declared or received body is larger than `maxBodyBytes` (413).
+    case bodyTooLarge(limit: Int)
+    /// Both `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.3: smuggling or a broken proxy).
+    case conflictingFraming
+    /// A decoded `%00` in the query string.
+    case nulInQuery
+
+    package var status: Int {
+        switch self {
+        case .bodyTooLarge: return 413
+        case .conflictingFraming, .nulInQuery: return 400
+        }
+    }
+
+    package var message: String {
+        switch self {
+        case .bodyTooLarge(let limit): return "the request body is larger than \(limit) bytes"
+        case .conflictingFraming: return "a request may not carry both Content-Length and Transfer-Encoding"
+        case .nulInQuery: return "the query string contains a NUL byte (%00)"
+        }
+    }
+}
