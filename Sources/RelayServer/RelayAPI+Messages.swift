@@ -21,11 +21,9 @@ extension RelayAPI {
         let live = self.live
         let createdAt = now()
         var online: [String: Set<String>] = [:]
-        if let hub = live?.hub {
-            for userId in message.recipients {
-                let devices = hub.onlineDevices(userId)
-                if !devices.isEmpty { online[userId] = devices }
-            }
+        for userId in message.recipients {
+            let devices = live.hub.onlineDevices(userId)
+            if !devices.isEmpty { online[userId] = devices }
         }
         store.accept(
             NewMessage(message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery, online: online),
@@ -33,7 +31,7 @@ extension RelayAPI {
                 switch outcome {
                 case .accepted(let recipients):
                     metrics.recordAccepted(recipients: recipients.count)
-                    live?.publish(message, recipients: recipients, createdAt: createdAt)
+                    live.publish(message, recipients: recipients, createdAt: createdAt)
                     reply.json(202, Self.acceptedBody(id: message.id, recipients))
                 case .replay(let recipients):
                     reply.json(200, Self.acceptedBody(id: message.id, recipients))

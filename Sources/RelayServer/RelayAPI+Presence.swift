@@ -35,7 +35,7 @@ extension RelayAPI {
         let (registered, seen) = try read(reply) { () throws(StoreError) in
             (try store.devices(userId: userId), try store.lastOnline(userId: userId))
         }
-        let online = live?.hub.onlineDevices(userId) ?? []
+        let online = live.hub.onlineDevices(userId)
         let ids = Set(registered.map(\.deviceId)).union(seen.keys).union(online).sorted()
         writer.presence(
             userId: userId, devices: ids.map { ($0, online.contains($0), seen[$0]) }, now: now())
@@ -63,7 +63,7 @@ extension RelayAPI {
             }
             deviceId = requested ?? claims.deviceId
         }
-        if let deviceId { live?.hub.setBackground(userId: userId, deviceId: deviceId, background) }
+        if let deviceId { live.hub.setBackground(userId: userId, deviceId: deviceId, background) }
         reply.noContent()
     }
 }

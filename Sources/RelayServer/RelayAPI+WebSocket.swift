@@ -6,7 +6,6 @@ extension RelayAPI {
     /// `GET /v1/ws?after=&epoch=`: authenticates the client (token in `Authorization` or
     /// `access_token`), validates the RFC 6455 handshake, and hands the socket to the gateway.
     func openWebSocket(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
-        guard let live else { throw APIError(503, "shutting_down", "the WebSocket gateway is not running") }
         let credential = Authenticator.bearer(request) ?? request.queryValue("access_token")
         guard case .client(let claims) = try auth.authenticate(credential: credential) else {
             throw .forbidden("a WebSocket needs a client token (sub = user, did = device)")
@@ -41,6 +40,7 @@ extension RelayAPI {
                 429, "too_many_connections", "this user already has \(config.wsMaxPerUser) WebSockets open",
                 headers: [("Retry-After", "5")])
         }
+        let live = self.live
         reply.send(
             .switchingProtocols(
                 headers: [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", accept)]

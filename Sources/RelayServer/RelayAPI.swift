@@ -20,7 +20,7 @@ package final class RelayAPI: Sendable {
     let allowList: HostAllowList
     let now: @Sendable () -> Timestamp
     /// The WebSocket gateway and presence tracker.
-    let live: LiveGateway?
+    let live: LiveGateway
     /// When each device's push falls due.
     let delivery: DeliveryPolicy
     /// `wsAllowedOrigins` in compared form; nil (the default, an empty list) allows every origin.
@@ -70,7 +70,7 @@ package final class RelayAPI: Sendable {
 
     init(
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
-        allowList: HostAllowList, live: LiveGateway?, now: @escaping @Sendable () -> Timestamp
+        allowList: HostAllowList, live: LiveGateway, now: @escaping @Sendable () -> Timestamp
     ) {
         self.config = config
         self.store = store
