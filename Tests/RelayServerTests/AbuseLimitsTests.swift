@@ -62,22 +62,13 @@ import Glibc
     /// client, and are closed by the idle timeout.
     @Test func slowlorisDoesNotStarveOthers() async throws {
         let relay = try RelayProcess(arguments: ["--connection-timeout-s", "2", "--max-connections-per-ip", "0"])
-        var sockets: [Int32] = []
+        var connections: [RawConnection] = []
         for _ in 0..<300 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(relay.port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            #expect(connected == 0)
-            _ = send(fd, "GET /healthz HTTP/1.1\r\nHo", 25, Int32(MSG_NOSIGNAL))
-            sockets.append(fd)
+            let connection = try RawConnection(port: relay.port)
+            connection.send("GET /healthz HTTP/1.1\r\nHo")
+            connections.append(connection)
         }
+        let sockets = connections.map(\.fd)
         var slowest = 0.0
         for round in 0..<10 {
             for fd in sockets { _ = send(fd, "s", 1, Int32(MSG_NOSIGNAL)) }  // trickle
@@ -97,9 +88,9 @@ import Glibc
             var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             if recv(fd, &byte, 1, 0) == 0 { closed += 1 }
-            close(fd)
         }
         #expect(closed == sockets.count)
+        withExtendedLifetime(connections) {}  // the descriptors stay open until here
     }
 }
 
@@ -107,22 +98,12 @@ extension AbuseLimitsTests {
     /// `maxConnectionsPerIp`: connections past the cap from one address are refused at once.
     @Test func perAddressConnectionCap() async throws {
         let relay = try RelayProcess(arguments: ["--max-connections-per-ip", "5"])
-        var sockets: [Int32] = []
-        defer { for fd in sockets { close(fd) } }
+        var connections: [RawConnection] = []
         for _ in 0..<6 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(relay.port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            sockets.append(fd)
+            connections.append(try RawConnection(port: relay.port))
             try await Task.sleep(nanoseconds: 50_000_000)  // let the relay accept them in order
         }
+        let sockets = connections.map(\.fd)
         func isClosedByServer(_ fd: Int32) -> Bool {
             var timeout = timeval(tv_sec: 1, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -131,6 +112,7 @@ extension AbuseLimitsTests {
         }
         #expect(isClosedByServer(sockets[5]))  // the sixth
         #expect(!isClosedByServer(sockets[0]))  // the first five stay open (idle timeout is 60 s)
+        withExtendedLifetime(connections) {}
     }
 }
 
