@@ -187,7 +187,8 @@ public actor RelayClient {
                 }
                 cursor.epoch = epoch
             case "message":
-                if let message = RelayMessage(json: frame) { deliver(message) }
+                let payload = JSONSpans.values(named: "payload", atDepth: 1, in: Array(data)).first ?? []
+                if let message = RelayMessage(json: frame, payload: payload) { deliver(message) }
             case "synced":
                 if let seq = (frame["seq"] as? NSNumber)?.int64Value, seq > cursor.seq { cursor.seq = seq }
                 configuration.cursorStore.save(cursor)
@@ -268,8 +269,10 @@ public actor RelayClient {
                 return
             }
             cursor.epoch = page["epoch"] as? String
-            for object in page["messages"] as? [[String: Any]] ?? [] {
-                if let message = RelayMessage(json: object) { deliver(message) }
+            // Payloads in document order, one per message object of `messages`.
+            let payloads = JSONSpans.values(named: "payload", atDepth: 2, in: Array(data))
+            for (object, payload) in zip(page["messages"] as? [[String: Any]] ?? [], payloads) {
+                if let message = RelayMessage(json: object, payload: payload) { deliver(message) }
             }
             configuration.cursorStore.save(cursor)
             guard page["hasMore"] as? Bool == true else { return }

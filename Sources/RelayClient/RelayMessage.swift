@@ -8,7 +8,8 @@ public struct RelayMessage: Sendable, Equatable {
     public var id: String
     public var conversationId: String?
     public var senderId: String?
-    /// The payload object as JSON, exactly as the chat server sent it.
+    /// The payload as JSON, byte for byte as the relay sent it: the chat server's members in their
+    /// order, its numbers as written (`1.10` stays `1.10`), compact. `decodePayload(as:)` decodes it.
     public var payload: Data
     /// RFC 3339 time the relay accepted it.
     public var createdAt: String
@@ -22,16 +23,20 @@ public struct RelayMessage: Sendable, Equatable {
         self.createdAt = createdAt
     }
 
-    /// Reads a `message` object of the WebSocket protocol or of a catch-up page.
-    init?(json object: [String: Any]) {
-        guard let seq = (object["seq"] as? NSNumber)?.int64Value, let id = object["id"] as? String,
-            let payloadObject = object["payload"],
-            let payload = try? JSONSerialization.data(withJSONObject: payloadObject, options: [.fragmentsAllowed])
+    /// Decodes the payload into an app type.
+    public func decodePayload<T: Decodable>(as type: T.Type, using decoder: JSONDecoder = JSONDecoder()) throws -> T {
+        try decoder.decode(type, from: payload)
+    }
+
+    /// Reads a `message` object of the WebSocket protocol or of a catch-up page; `payload` is
+    /// the member's raw bytes from the frame (`JSONSpans`).
+    init?(json object: [String: Any], payload: [UInt8]) {
+        guard let seq = (object["seq"] as? NSNumber)?.int64Value, let id = object["id"] as? String, !payload.isEmpty
         else { return nil }
         self.init(
             seq: seq, id: id, conversationId: object["conversationId"] as? String,
             senderId: object["senderId"] as? String,
-            payload: payload, createdAt: object["createdAt"] as? String ?? "")
+            payload: Data(payload), createdAt: object["createdAt"] as? String ?? "")
     }
 }
 

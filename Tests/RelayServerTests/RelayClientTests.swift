@@ -129,6 +129,32 @@ import Testing
         await client.disconnect()
     }
 
+    /// The app gets each payload byte for byte as the relay sent it — members in their order,
+    /// `1.10` not `1.1`, `/` not `\/` — in a catch-up and live alike, and a member named
+    /// `payload` inside a payload does not confuse it.
+    @Test func payloadsArriveAsTheExactBytes() async throws {
+        let relay = try RelayProcess()
+        let body = #"{"b":1.10,"a":"x/y","n":[1E3,-0.0],"nested":{"payload":5}}"#
+        func send(_ id: String) async throws {
+            let response = try await relay.request(
+                "POST", "/v1/messages",
+                rawBody: Data(#"{"id":"\#(id)","recipients":["pat"],"payload":\#(body)}"#.utf8),
+                headers: ["Content-Type": "application/json"])
+            #expect(response.status == 202)
+        }
+        try await send("before")  // comes in the catch-up
+        let client = client(relay, user: "pat")
+        await client.connect()
+        try await waitForState(client, .live)
+        try await send("live")
+        let messages = try await collect(client, 2)
+        #expect(messages.map(\.id) == ["before", "live"])
+        for message in messages { #expect(String(decoding: message.payload, as: UTF8.self) == body) }
+        struct Shape: Decodable { var a: String }
+        #expect(try messages[0].decodePayload(as: Shape.self).a == "x/y")
+        await client.disconnect()
+    }
+
     @Test func acksAreBatchedAndReachTheRelay() async throws {
         let relay = try RelayProcess()
         let client = client(relay, user: "eve")

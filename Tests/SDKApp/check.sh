@@ -74,5 +74,5 @@ curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer sdk-k
     -d '{"id":"hello-app","recipients":["ann"],"payload":{"text":"hi","n":1.10}}'
 for _ in $(seq 100); do kill -0 $APP_PID 2>/dev/null || break; sleep 0.1; done
 cat "$TMP/app.out"
-grep -q '^message 1 ' "$TMP/app.out" || { echo "FAILED: the app got no message"; exit 1; }
+grep -qF 'message 1 {"text":"hi","n":1.10}' "$TMP/app.out" || { echo "FAILED: the app did not get the message byte for byte"; exit 1; }
 echo "1 passed, 0 failed"
