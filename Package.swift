@@ -92,7 +92,7 @@ let package = Package(
 
         // MARK: Client SDK
         /// The Swift client SDK for apps: Foundation and the codec only.
-        .target(name: "RelayClient", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
+        .target(name: "RelayClient", dependencies: ["WebSocketCodec", "RelayLocks"], swiftSettings: swiftSettings),
         /// `pushrelay-tail`: prints a user's messages as they arrive (the SDK's example).
         .executableTarget(name: "pushrelay-tail", dependencies: ["RelayClient"], swiftSettings: swiftSettings),
 

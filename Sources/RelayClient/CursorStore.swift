@@ -1,4 +1,5 @@
 public import Foundation
+import RelayLocks
 
 /// Where the client keeps its resume cursor, so that a restarted app resumes where it was.
 public protocol CursorStore: Sendable {
@@ -36,22 +37,12 @@ public struct FileCursorStore: CursorStore {
 }
 
 /// Keeps the cursor in memory only (tests, or apps that resync on every launch).
-public final class InMemoryCursorStore: CursorStore, @unchecked Sendable {
-    private let lock = NSLock()
-    private var cursor: RelayCursor?
+public final class InMemoryCursorStore: CursorStore, Sendable {
+    private let cursor: LockedValue<RelayCursor?>
 
-    public init(_ cursor: RelayCursor? = nil) { self.cursor = cursor }
+    public init(_ cursor: RelayCursor? = nil) { self.cursor = LockedValue(cursor) }
 
-    // lock()/unlock() rather than withLock, which Apple platforms only have from macOS 14 / iOS 17.
-    public func load() -> RelayCursor? {
-        lock.lock()
-        defer { lock.unlock() }
-        return cursor
-    }
+    public func load() -> RelayCursor? { cursor.withLock { $0 } }
 
-    public func save(_ cursor: RelayCursor) {
-        lock.lock()
-        defer { lock.unlock() }
-        self.cursor = cursor
-    }
+    public func save(_ cursor: RelayCursor) { self.cursor.withLock { $0 = cursor } }
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 public import Foundation
 import Glibc
+import RelayLocks
 import WebSocketCodec
 
 /// WebSocket over a plain TCP socket with the project's codec in client role (ws:// only).
@@ -41,15 +42,17 @@ public struct POSIXWebSocketTransport: RelayTransport {
     }
 }
 
-/// `@unchecked Sendable`: the socket is written under `lock` (which also guards the protocol
-/// state); the reader thread is the only reader.
-final class POSIXWebSocketConnection: RelayConnection, @unchecked Sendable {
+/// The protocol state is behind a lock; the reader thread is the socket's only reader.
+final class POSIXWebSocketConnection: RelayConnection, Sendable {
+    private struct State {
+        var connection = WebSocketConnection(role: .client, maxMessageSize: 16 << 20)
+        var closed = false
+    }
+
     let frames: AsyncThrowingStream<String, any Error>
     private let continuation: AsyncThrowingStream<String, any Error>.Continuation
     private let fd: Int32
-    private let lock = NSLock()
-    private var state = WebSocketConnection(role: .client, maxMessageSize: 16 << 20)
-    private var closed = false
+    private let state = LockedValue(State())
 
     private init(fd: Int32) {
         self.fd = fd
@@ -93,22 +96,22 @@ final class POSIXWebSocketConnection: RelayConnection, @unchecked Sendable {
     deinit { Glibc.close(fd) }
 
     func send(_ text: String) async throws {
-        let bytes: [UInt8]? = lock.withLock { closed ? nil : state.text(text) }
+        let bytes: [UInt8]? = state.withLock { $0.closed ? nil : $0.connection.text(text) }
         guard let bytes else { throw RelayTransportError.closed(code: CloseCode.abnormal) }
         try write(bytes)
     }
 
     func close() async {
-        let frame: [UInt8] = lock.withLock {
-            guard !closed else { return [] }
-            return state.close(code: 1000)
+        let frame: [UInt8] = state.withLock {
+            guard !$0.closed else { return [] }
+            return $0.connection.close(code: CloseCode.normal)
         }
         if !frame.isEmpty { try? write(frame) }
         shutdownSocket()
     }
 
     private func shutdownSocket() {
-        lock.withLock { closed = true }
+        state.withLock { $0.closed = true }
         shutdown(fd, Int32(SHUT_RDWR))
     }
 
@@ -116,7 +119,7 @@ final class POSIXWebSocketConnection: RelayConnection, @unchecked Sendable {
         var pending = first
         while true {
             if !pending.isEmpty {
-                let outputs = lock.withLock { state.receive(pending) }
+                let outputs = state.withLock { $0.connection.receive(pending) }
                 for output in outputs {
                     switch output {
                     case .write(let bytes): try? write(bytes)
