@@ -148,7 +148,10 @@ package final class RelayApp: @unchecked Sendable {
             // Clients get 1001 and reconnect elsewhere, resuming from their cursor.
             .init(name: "websockets", start: { webSockets.start(delegate: gateway) }, stop: { webSockets.stop() }),
             .init(name: "notifier", start: { notifier.start() }, stop: { notifier.stop() }),
-            .init(name: "timers", start: { [self] in startTimers() }, stop: { [self] in stopTimers() }),
+            // Weak: the group is held by self, and a strong capture would keep the app alive forever.
+            .init(
+                name: "timers", start: { [weak self] in self?.startTimers() },
+                stop: { [weak self] in self?.stopTimers() }),
         ])
         try services.start()
         logger.info("listening", ("url", http.url), ("db", config.db))
