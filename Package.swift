@@ -108,7 +108,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayServerTests",
-            dependencies: ["RelayServer", "RelayCore", "RelayTesting", "RelayClient"],
+            dependencies: ["RelayServer", "RelayCore", "RelayLocks", "RelayTesting", "RelayClient"],
             swiftSettings: swiftSettings
         ),
     ]

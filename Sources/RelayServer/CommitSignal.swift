@@ -2,10 +2,20 @@ import RelayLocks
 
 /// Tells whoever listens that the store committed a write (new jobs, acks, outcomes): the store
 /// is opened before its listeners exist, so the listener is set afterwards.
-final class CommitSignal: Sendable {
-    private let listener = LockedValue<(@Sendable () -> Void)?>(nil)
+package final class CommitSignal: Sendable {
+    /// The closure travels inside a struct: a bare function value kept in the generic
+    /// `LockedValue` is re-wrapped in a pair of reabstraction thunks at every `withLock` (the
+    /// `inout` writes it back), so each commit made the next call one level deeper — quadratic
+    /// time, then a stack overflow.
+    private struct Listener: Sendable {
+        let body: @Sendable () -> Void
+    }
 
-    func listen(_ body: @escaping @Sendable () -> Void) { listener.withLock { $0 = body } }
+    private let listener = LockedValue<Listener?>(nil)
 
-    func fire() { listener.withLock { $0 }?() }
+    package init() {}
+
+    package func listen(_ body: @escaping @Sendable () -> Void) { listener.withLock { $0 = Listener(body: body) } }
+
+    package func fire() { listener.withLock { $0 }?.body() }
 }
