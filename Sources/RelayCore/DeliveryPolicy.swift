@@ -65,9 +65,10 @@ public struct DeliveryPolicy: Sendable, Equatable {
     }
 
     /// Judges one attempt (`attempts` made before it) of jobs that may be retried until
-    /// `expiresAt`; `random` in 0...1 draws the backoff's jitter.
+    /// `expiresAt`; `random` in 0...1 draws the backoff's jitter (only for a retry: drawing costs
+    /// a system call).
     public func judge(
-        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: Double
+        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: @autoclosure () -> Double
     ) -> (verdict: Verdict, host: HostHealth) {
         switch outcome {
         case .delivered: return (.delivered, .alive)
@@ -75,7 +76,7 @@ public struct DeliveryPolicy: Sendable, Equatable {
         case .dead(let reason): return (.dead(error: reason), .unknown)
         case .refused(let reason): return (.dead(error: reason), .unknown)
         case .retry(let reason, let notBefore):
-            let backoff = retry.delay(afterAttempt: attempts + 1, random: random)
+            let backoff = retry.delay(afterAttempt: attempts + 1, random: random())
             let at = now + max(backoff, notBefore ?? 0)
             guard at < expiresAt else { return (.dead(error: "TTL expired; last error: \(reason)"), .failing) }
             return (.retry(error: reason, at: at), .failing)

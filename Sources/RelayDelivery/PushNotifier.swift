@@ -63,6 +63,8 @@ package final class PushNotifier: @unchecked Sendable {
     private let breakers = LockedValue<[String: CircuitBreaker]>([:])
     /// Deliveries in flight per receiver `host:port`.
     private let hostsInFlight = LockedValue<[String: Int]>([:])
+    /// Used by the scheduler pass only (the lock is never contended).
+    private let admission: LockedValue<HostAdmission>
 
     package init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
@@ -75,6 +77,7 @@ package final class PushNotifier: @unchecked Sendable {
             tls: tls, connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
             totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000))
         workers = WorkerPool(threads: settings.deliveryThreads, name: "pushrelay-delivery")
+        admission = LockedValue(HostAdmission(slotsPerHost: settings.deliveriesPerHost))
         self.store = store
         self.settings = settings
         self.signer = signer
@@ -130,20 +133,33 @@ package final class PushNotifier: @unchecked Sendable {
         timer?.schedule(deadline: .now() + .milliseconds(Int(max(1, delay))))
     }
 
+    private func sleepUntilSafetyNet() {
+        timer?.schedule(deadline: .now() + .milliseconds(settings.idleRecheckMs))
+    }
+
     private func poll() {
-        defer { sleepUntilNextDue() }
+        var tookWork = false
+        // A pass that took work is woken by its outcomes; only an idle one needs the
+        // store's next due time.
+        defer { tookWork ? sleepUntilSafetyNet() : sleepUntilNextDue() }
         pollEvents()
         let busy = inFlight.withLock { $0 }
         let room = settings.maxInFlight - busy.count
         guard room > 0 else { return }
+        let time = now()
         let batches: [PushBatch]
         do {
-            batches = try store.duePushes(now: now(), limit: room, skipping: busy)
+            let taken = hostsInFlight.withLock { $0 }
+            batches = try admission.withLock { admission in
+                admission.begin(inFlight: taken)
+                return try store.duePushes(now: time, limit: room, skipping: busy) { admission.admit($0) }
+            }
         } catch {
             logger.warning("cannot read due pushes", ("error", "\(error)"))
             return
         }
-        let time = now()
+        // Every batch taken ends in `finish`, which wakes the next pass.
+        tookWork = !batches.isEmpty
         for batch in batches {
             guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
             if case .dead(let error)? = settings.policy.expired(
@@ -152,7 +168,7 @@ package final class PushNotifier: @unchecked Sendable {
                 finish(batch, .dead(error: error), started: time)
                 continue
             }
-            let host = Self.hostKey(batch.pushURL)
+            let host = HostAdmission.hostKey(batch.pushURL)
             let allowed = breakers.withLock { $0[host, default: CircuitBreaker()].allows(at: time) }
             guard allowed else {
                 // The host is paused: its jobs wait for the probe instead of occupying a thread.
@@ -271,11 +287,6 @@ package final class PushNotifier: @unchecked Sendable {
                 logger.warning("event dead-lettered", ("event.type", job.type), ("error", error))
             }
         }
-    }
-
-    static func hostKey(_ url: String) -> String {
-        guard let parsed = try? PushURL(url) else { return url }
-        return "\(parsed.host):\(parsed.port)"
     }
 
     /// Feeds the breaker of a receiver host with what that host did (`DeliveryPolicy.HostHealth`).

@@ -37,8 +37,12 @@ package protocol RelayStore: Sendable {
 
     // MARK: Push outbox
 
-    /// Due push jobs coalesced per device, leaving out devices in `skipping`.
-    func duePushes(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [PushBatch]
+    /// Due push jobs coalesced per device, oldest first, leaving out devices in `skipping` and
+    /// those whose push URL `admitting` turns down (their host has no delivery slot free: reading
+    /// them would only be thrown away), until it says stop.
+    func duePushes(
+        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ pushURL: String) -> PushAdmission
+    ) throws(StoreError) -> [PushBatch]
     /// Records how a delivery attempt ended.
     func finish(
         _ batch: PushBatch, result: PushResult, now: Timestamp,

@@ -63,10 +63,23 @@ package final class SQLiteConnection {
     package func query(
         _ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteStatement) throws -> Void
     ) throws {
+        try scan(sql, bindings) { statement in
+            try row(statement)
+            return true
+        }
+    }
+
+    /// Runs `sql` with `bindings`, calling `row` for each result row until it answers false (the
+    /// rest is never computed).
+    package func scan(
+        _ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteStatement) throws -> Bool
+    ) throws {
         let statement = try statement(sql)
         defer { statement.reset() }
         try statement.bind(bindings)
-        while try statement.step() { try row(statement) }
+        while try statement.step() {
+            guard try row(statement) else { return }
+        }
     }
 
     /// Runs a statement that returns no rows (or ignores them).

@@ -32,6 +32,16 @@ package struct PushBatch: Sendable {
     package static func deviceKey(_ userId: String, _ deviceId: String) -> String { userId + "\u{0}" + deviceId }
 }
 
+/// What the scheduler makes of a due device while the store reads them (`RelayStore.duePushes`).
+package enum PushAdmission: Sendable {
+    /// Read its batch.
+    case take
+    /// Leave it for a later pass (its host has no delivery slot free).
+    case skip
+    /// Read no further.
+    case stop
+}
+
 /// How a delivery attempt ended, as the store records it.
 package enum PushResult: Sendable {
     /// Not attempted (its host is paused by the circuit breaker): due again at `until`.
@@ -93,23 +103,38 @@ extension SQLiteStore {
     /// Due jobs, coalesced per device: every due job of a device goes into its one batch. A
     /// window's jobs share their due time (`DeliveryPolicy.dueAt`), so a push covers its whole
     /// window; jobs still waiting for an ack are not due yet and stay out.
-    /// Devices in `skipping` (deliveries in flight) are left out; at most `limit` devices.
-    package func duePushes(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [PushBatch] {
+    /// Devices in `skipping` (deliveries in flight) and those `admitting` turns down are left
+    /// out; at most `limit` devices. The scan of due jobs stops as soon as `limit` devices are
+    /// found, so a poll costs what it delivers, not what is queued.
+    package func duePushes(
+        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ pushURL: String) -> PushAdmission
+    ) throws(StoreError) -> [PushBatch] {
         try read { db in
             // The devices with the oldest due jobs…
             var devices: [(userId: String, deviceId: String)] = []
             var seen = Set<String>()
-            try db.query(
+            var scanned = 0
+            let scanLimit = (limit + skipping.count) * 4
+            try db.scan(
                 """
-                SELECT user_id, device_id FROM push_jobs WHERE state = 'pending' AND due_at <= ?
-                ORDER BY due_at, id LIMIT ?
-                """, [.int(now.milliseconds), .int(Int64(limit + skipping.count) * 4)]
+                SELECT j.user_id, j.device_id, d.push_url FROM push_jobs j
+                JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
+                WHERE j.state = 'pending' AND j.due_at <= ?
+                ORDER BY j.due_at, j.id
+                """, [.int(now.milliseconds)]
             ) { row in
+                scanned += 1
                 let userId = row.text(0)
                 let deviceId = row.text(1)
                 let key = PushBatch.deviceKey(userId, deviceId)
-                guard devices.count < limit, !skipping.contains(key), seen.insert(key).inserted else { return }
-                devices.append((userId, deviceId))
+                if !skipping.contains(key), seen.insert(key).inserted {
+                    switch admitting(row.text(2)) {
+                    case .take: devices.append((userId, deviceId))
+                    case .skip: break
+                    case .stop: return false
+                    }
+                }
+                return devices.count < limit && scanned < scanLimit
             }
             // …and all of each one's due jobs, newest message last.
             var result: [PushBatch] = []
@@ -118,10 +143,11 @@ extension SQLiteStore {
                 try db.query(
                     """
                     SELECT j.id, j.webhook_id, j.kind, j.message_id, j.seq, j.collapse_key, j.attempts, j.expires_at,
-                        d.push_url, d.content_free, m.priority, m.push
+                        d.push_url, d.content_free, m.priority, m.push, i.head_seq - i.ack_seq
                     FROM push_jobs j
                     JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
                     LEFT JOIN messages m ON m.id = j.message_id
+                    LEFT JOIN inboxes i ON i.user_id = j.user_id
                     WHERE j.user_id = ? AND j.device_id = ? AND j.state = 'pending' AND j.due_at <= ?
                     ORDER BY j.kind DESC, j.seq, j.id
                     """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
@@ -133,7 +159,7 @@ extension SQLiteStore {
                         batch = PushBatch(
                             userId: userId, deviceId: deviceId, pushURL: row.text(8), contentFree: row.int64(9) != 0,
                             jobIds: [row.int64(0)], webhookId: row.text(1), kind: kind, seqFrom: seq, seqTo: seq,
-                            messageId: row.optionalText(3), unread: 0, priority: priority,
+                            messageId: row.optionalText(3), unread: max(0, row.int64(12)), priority: priority,
                             collapseKey: row.optionalText(5), push: row.isNull(11) ? nil : row.bytes(11),
                             attempts: Int(row.int64(6)), expiresAt: Timestamp(milliseconds: row.int64(7)))
                         return
@@ -154,9 +180,6 @@ extension SQLiteStore {
                 }
                 guard var found = batch else { continue }
                 if found.jobIds.count > 1, let newest = found.jobIds.max() { found.webhookId += "_\(newest)" }
-                try db.query("SELECT head_seq - ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) {
-                    found.unread = max(0, $0.int64(0))
-                }
                 result.append(found)
             }
             return result

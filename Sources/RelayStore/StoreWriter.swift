@@ -14,11 +14,14 @@ import RelayLocks
 /// `LockedValue`.
 package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
-        /// Runs on the writer thread inside a savepoint.
-        let run: @Sendable (SQLiteConnection) throws -> Void
-        /// Runs on the completion queue once the transaction's fate (or the write's own failure) is known.
-        let finish: @Sendable (Result<Void, StoreError>) -> Void
+        /// Runs on the writer thread inside a savepoint; returns what completes it once the
+        /// transaction's fate is known (it carries the write's value, if any).
+        let run: @Sendable (SQLiteConnection) throws -> Completion
+        /// Completes it when the write itself (or the transaction's start) failed.
+        let fail: @Sendable (StoreError) -> Void
     }
+
+    private typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
 
     private let connection: SQLiteConnection
     private struct State {
@@ -53,20 +56,12 @@ package final class StoreWriter: @unchecked Sendable {
         _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
-        // Carries the value from `run` (writer thread) to `finish` (completion queue, later).
-        let box = LockedValue<T?>(nil)
         let operation = Operation(
             run: { connection in
                 let value = try work(connection)
-                box.withLock { $0 = value }
+                return { outcome in completion(outcome.map { value }) }
             },
-            finish: { outcome in
-                switch (outcome, box.withLock { $0 }) {
-                case (.success, let value?): completion(.success(value))
-                case (.failure(let error), _): completion(.failure(error))
-                case (.success, nil): completion(.failure(.closed))
-                }
-            })
+            fail: { completion(.failure($0)) })
         let queued = state.withLock { state -> Bool in
             guard !state.stopping else { return false }
             state.queue.append(operation)
@@ -111,22 +106,22 @@ package final class StoreWriter: @unchecked Sendable {
             try connection.run("BEGIN IMMEDIATE")
         } catch {
             let failure = Self.storeError(error)
-            completions.async { for operation in batch { operation.finish(.failure(failure)) } }
+            completions.async { for operation in batch { operation.fail(failure) } }
             return
         }
-        var succeeded: [Operation] = []
-        var failed: [(Operation, StoreError)] = []
+        var succeeded: [Completion] = []
+        var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
         succeeded.reserveCapacity(batch.count)
         for operation in batch {
             do {
                 try connection.run("SAVEPOINT op")
-                try operation.run(connection)
+                let completion = try operation.run(connection)
                 try connection.run("RELEASE op")
-                succeeded.append(operation)
+                succeeded.append(completion)
             } catch {
                 _ = try? connection.run("ROLLBACK TO op")
                 _ = try? connection.run("RELEASE op")
-                failed.append((operation, Self.storeError(error)))
+                failed.append((operation.fail, Self.storeError(error)))
             }
         }
         let outcome: Result<Void, StoreError>
@@ -139,8 +134,8 @@ package final class StoreWriter: @unchecked Sendable {
             outcome = .failure(Self.storeError(error))
         }
         completions.async { [succeeded, failed] in
-            for operation in succeeded { operation.finish(outcome) }
-            for (operation, error) in failed { operation.finish(.failure(error)) }
+            for completion in succeeded { completion(outcome) }
+            for (fail, error) in failed { fail(error) }
         }
     }
 

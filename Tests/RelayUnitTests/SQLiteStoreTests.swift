@@ -165,8 +165,11 @@ import Testing
             new.delivery = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
             _ = try await Self.accept(store, new)
         }
-        #expect(try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: []).isEmpty)
-        let batches = try store.duePushes(now: Timestamp(milliseconds: 1_600), limit: 10, skipping: [])
+        #expect(
+            try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: [], admitting: { _ in .take })
+                .isEmpty)
+        let batches = try store.duePushes(
+            now: Timestamp(milliseconds: 1_600), limit: 10, skipping: [], admitting: { _ in .take })
         #expect(batches.count == 1)
         #expect(batches.first?.seqFrom == 1)
         #expect(batches.first?.seqTo == 3)
