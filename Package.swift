@@ -47,6 +47,8 @@ let package = Package(
 
         /// glibc and Linux headers the Glibc module leaves out (malloc tuning, epoll, eventfd).
         .systemLibrary(name: "CLinux"),
+        /// epoll + eventfd, owned by one type: what the event loops are built on.
+        .target(name: "RelayPoll", dependencies: ["CLinux"], swiftSettings: swiftSettings),
 
         /// A pthread-based lock the thread sanitizer understands (see LockedValue.swift).
         .target(name: "RelayLocks", swiftSettings: swiftSettings),
@@ -66,11 +68,14 @@ let package = Package(
         /// HTTP/TLS client, the SSRF guard, the event outbox.
         .target(
             name: "RelayDelivery",
-            dependencies: ["RelayCore", "RelayLocks", "CTLS", "RelayStore", "RelayTelemetry", "WebSocketCodec"],
+            dependencies: [
+                "RelayCore", "RelayLocks", "RelayPoll", "CTLS", "RelayStore", "RelayTelemetry", "WebSocketCodec",
+            ],
             swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
-            name: "RelayWebSocket", dependencies: ["WebSocketCodec", "RelayCore", "RelayHTTP", "CLinux", "RelayLocks"],
+            name: "RelayWebSocket",
+            dependencies: ["WebSocketCodec", "RelayCore", "RelayHTTP", "RelayLocks", "RelayPoll"],
             swiftSettings: swiftSettings),
 
         // MARK: Wiring and executable

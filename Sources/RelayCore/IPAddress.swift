@@ -16,15 +16,30 @@ public struct IPAddress: Sendable, Hashable {
 
     public var isIPv4: Bool { bytes.count == 4 }
 
+    /// Four dotted decimal parts of 0...255, no leading zeros (an octal reading elsewhere would
+    /// name another address). Byte by byte: the notifier parses a host per push.
     static func parseIPv4(_ text: Substring) -> [UInt8]? {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
         var out: [UInt8] = []
-        for part in parts {
-            guard !part.isEmpty, part.count <= 3, part.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-            guard part.count == 1 || part.first != "0", let value = UInt8(part) else { return nil }
-            out.append(value)
+        out.reserveCapacity(4)
+        var value = 0
+        var digits = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, out.count < 3 else { return nil }
+                out.append(UInt8(value))
+                value = 0
+                digits = 0
+            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                guard digits < 3, !(digits == 1 && value == 0) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                guard value <= 255 else { return nil }
+                digits += 1
+            } else {
+                return nil
+            }
         }
+        guard digits > 0, out.count == 3 else { return nil }
+        out.append(UInt8(value))
         return out
     }
 

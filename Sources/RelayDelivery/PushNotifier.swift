@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 package import RelayCore
 import RelayLocks
+package import RelayPoll
 package import RelayStore
 package import RelayTelemetry
 
@@ -27,11 +28,11 @@ package final class PushNotifier: @unchecked Sendable {
         package var busyRecheckMs = 250
         package var requestTimeoutSeconds = 10.0
         package var connectTimeoutSeconds = 5.0
-        /// Threads doing blocking deliveries; a hung receiver holds one of them until its timeout.
-        package var deliveryThreads = 64
+        /// Threads resolving receiver host names (`getaddrinfo` blocks); IP literals skip them.
+        package var resolverThreads = 4
         /// Deliveries in flight at most per receiver `host:port`: one slow host never holds more
-        /// than this share of the threads (its other jobs wait, due, for the next poll).
-        package var deliveriesPerHost = 16
+        /// than this share of `maxInFlight` (its other jobs wait, due, for a later pass).
+        package var deliveriesPerHost = 64
 
         package init(policy: DeliveryPolicy, requestTimeoutSeconds: Double) {
             self.policy = policy
@@ -55,7 +56,7 @@ package final class PushNotifier: @unchecked Sendable {
     /// The chat server's event webhook, if configured.
     private let eventsURL: PushURL?
     private let client: WebhookClient
-    private let workers: WorkerPool
+    private let resolver: WorkerPool
     private let ssrfGuard: SSRFGuard
     private let eventsInFlight = LockedValue<Set<Int64>>([])
     private let pollScheduled = LockedValue(false)
@@ -70,13 +71,13 @@ package final class PushNotifier: @unchecked Sendable {
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
         logger: Logger, events: any RelayEventSink, eventsURL: PushURL?, tls: TLSContext,
         now: @escaping @Sendable () -> Timestamp
-    ) {
+    ) throws(Poller.Failure) {
         self.eventsURL = eventsURL
         ssrfGuard = SSRFGuard(allowList: allowList)
-        client = WebhookClient(
+        client = try WebhookClient(
             tls: tls, connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
             totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000))
-        workers = WorkerPool(threads: settings.deliveryThreads, name: "pushrelay-delivery")
+        resolver = WorkerPool(threads: settings.resolverThreads, name: "pushrelay-resolver")
         admission = LockedValue(HostAdmission(slotsPerHost: settings.deliveriesPerHost))
         self.store = store
         self.settings = settings
@@ -99,7 +100,8 @@ package final class PushNotifier: @unchecked Sendable {
     package func stop() {
         timer?.cancel()
         queue.sync {}
-        workers.stop()
+        resolver.stop()
+        client.stop()
     }
 
     /// Something changed in the store (a commit): look again soon. Coalesced: many wakes while
@@ -221,9 +223,9 @@ package final class PushNotifier: @unchecked Sendable {
         }
     }
 
-    /// Sends a signed POST on a delivery thread; `done` gets the classified answer. The SSRF
-    /// guard resolves and checks the host; the client connects to those exact addresses (each in
-    /// turn), over TLS for https.
+    /// Sends a signed POST; `done` gets the classified answer (on the client's thread). The SSRF
+    /// guard checks the host (resolving a name on a resolver thread); the client connects to
+    /// those exact addresses (each in turn), over TLS for https.
     private func post(
         _ target: PushURL, body: [UInt8], webhookId: String, at time: Timestamp,
         done: @escaping @Sendable (DeliveryOutcome) -> Void
@@ -231,21 +233,22 @@ package final class PushNotifier: @unchecked Sendable {
         let headers =
             [("Content-Type", "application/json"), ("User-Agent", "PushRelay")]
             + signer.headers(id: webhookId, timestampSeconds: time.seconds, body: body)
-        workers.submit { [self] in
-            let addresses: [IPAddress]
+        let send: @Sendable () -> Void = { [client, ssrfGuard] in
             switch ssrfGuard.addresses(for: target) {
             case .failure(let refusal):
                 done(.refused(reason: "SSRF guard: \(refusal.description)"))
-                return
-            case .success(let resolved): addresses = resolved
-            }
-            do {
-                let response = try client.post(target, addresses: addresses, headers: headers, body: body)
-                done(.classify(status: response.status, retryAfter: response.retryAfter))
-            } catch {
-                done(.retry(reason: "\(error)", notBeforeMilliseconds: nil))
+            case .success(let addresses):
+                client.post(target, addresses: addresses, headers: headers, body: body) { result in
+                    switch result {
+                    case .success(let response):
+                        done(.classify(status: response.status, retryAfter: response.retryAfter))
+                    case .failure(let error):
+                        done(.retry(reason: error.description, notBeforeMilliseconds: nil))
+                    }
+                }
             }
         }
+        if IPAddress(target.host) != nil { send() } else { resolver.submit(send) }
     }
 
     // MARK: Events

@@ -31,10 +31,10 @@ package final class TLSContext: @unchecked Sendable {
 
     deinit { SSL_CTX_free(context) }
 
-    /// Runs the client handshake on a connected blocking socket: SNI and certificate name check
-    /// for `host` (an IP literal is checked against the certificate's IP addresses), within the
-    /// attempt's deadline. Returns the `SSL *`, which the caller frees.
-    func handshake(fd: Int32, host: String, deadline: Deadline) throws(WebhookClient.Failure) -> OpaquePointer {
+    /// A client session on a connected non-blocking socket, ready for its handshake: SNI and
+    /// the certificate name check for `host` (an IP literal is checked against the certificate's
+    /// IP addresses). The caller owns (and frees) the `SSL *`.
+    func session(fd: Int32, host: String) throws(WebhookClient.Failure) -> OpaquePointer {
         guard let ssl = SSL_new(context) else { throw WebhookClient.Failure(description: "TLS: \(Self.lastError())") }
         SSL_set_fd(ssl, fd)
         if IPAddress(host) != nil {
@@ -43,23 +43,7 @@ package final class TLSContext: @unchecked Sendable {
             _ = pr_ssl_set_server_name(ssl, host)
             SSL_set1_host(ssl, host)
         }
-        while true {
-            do {
-                try deadline.arm(fd, SO_RCVTIMEO)
-                try deadline.arm(fd, SO_SNDTIMEO)
-            } catch {
-                SSL_free(ssl)
-                throw error
-            }
-            ERR_clear_error()
-            let result = SSL_connect(ssl)
-            if result == 1 { return ssl }
-            let code = SSL_get_error(ssl, result)
-            if code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE { continue }
-            let reason = Self.failure(ssl, code: code)
-            SSL_free(ssl)
-            throw WebhookClient.Failure(description: "TLS handshake failed: \(reason)")
-        }
+        return ssl
     }
 
     /// Why a handshake or transfer failed: the certificate check first ("certificate has

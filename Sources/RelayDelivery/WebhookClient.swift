@@ -1,259 +1,358 @@
-import Glibc
+import Foundation
 package import RelayCore
 import RelayLocks
-import WebSocketCodec
+package import RelayPoll
+import Synchronization
 
-/// A small blocking HTTP/1.1 client for webhook POSTs over plain HTTP and TLS (OpenSSL), with
-/// keep-alive connections pooled per (scheme, host, port, address).
+/// The HTTP/1.1 client for webhook POSTs, plain or TLS (OpenSSL): one thread and one epoll
+/// drive every delivery in flight on non-blocking sockets, with keep-alive connections pooled
+/// per (scheme, host, port, address).
 ///
-/// An attempt has one wall-clock deadline (`totalTimeoutMs`) for connect, send, status line and
-/// body together: a receiver that trickles its answer a byte a second fails like one that never
-/// answers. Only `maxBodyBytes` of an answer's body are read; a longer one ends the connection.
+/// A receiver that is slow, hung or trickling holds a socket, not a thread: hundreds of
+/// deliveries can wait on far-away gateways at once, and a pooled request costs one `send`, one
+/// `recv` and a share of one `epoll_wait`. (The first version ran a blocking exchange per
+/// thread: two context switches per push and a concurrency bounded by the thread count;
+/// URLSession before it managed ~214 pushes/s here. Measurements in BENCHMARKS.md.)
 ///
-/// Written here rather than using URLSession, which delivered ~214 pushes/s on this platform
-/// (measurement in BENCHMARKS.md); and it connects to the exact addresses the SSRF guard checked
-/// (each in turn until one answers), so a DNS answer cannot change between the check and the
-/// connection — for https too, where the certificate is checked against the URL's host name.
-package final class WebhookClient: Sendable {
-    package struct Response: Sendable {
-        package var status: Int
-        package var retryAfter: String?
-    }
+/// An attempt has one wall-clock deadline (`totalTimeoutMs`) for connect (at most
+/// `connectTimeoutMs` per address), TLS handshake, send, status line and body together: a
+/// receiver that trickles its answer a byte a second fails like one that never answers. Only
+/// `ResponseParser.maxBodyBytes` of an answer's body are read. It connects to the exact
+/// addresses the SSRF guard checked (each in turn until one answers), so a DNS answer cannot
+/// change between the check and the connection — for https too, where the certificate is
+/// checked against the URL's host name.
+///
+/// `@unchecked Sendable`: `post` and `stop` may be called from any thread (the inbox is
+/// locked, the poller's wake is thread-safe); every other property belongs to the loop thread.
+package final class WebhookClient: @unchecked Sendable {
+    package typealias Response = ResponseParser.Response
 
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
     }
 
-    /// Idle keep-alive connections by "scheme://host:port@address".
-    private let idle = LockedValue<[String: [WireConnection]]>([:])
-    private let maxIdlePerAddress: Int
+    private struct Request {
+        let url: PushURL
+        let addresses: [IPAddress]
+        let bytes: [UInt8]
+        let deadline: Int64
+        let done: @Sendable (Result<Response, Failure>) -> Void
+    }
+
+    /// One request on its way through a connection.
+    private final class Exchange {
+        enum Phase {
+            case connecting(until: Int64)
+            case handshaking
+            case sending(offset: Int)
+            case receiving
+        }
+
+        let request: Request
+        let connection: WireConnection
+        let addressIndex: Int
+        /// The connection came from the pool: the peer may have closed it meanwhile, so a
+        /// failure before any answer is retried once on a fresh connection.
+        let reused: Bool
+        var phase: Phase
+        var interest: Poller.Interest
+        var parser = ResponseParser()
+        var heardBack = false
+
+        init(
+            _ request: Request, _ connection: WireConnection, addressIndex: Int, reused: Bool, phase: Phase,
+            interest: Poller.Interest
+        ) {
+            self.request = request
+            self.connection = connection
+            self.addressIndex = addressIndex
+            self.reused = reused
+            self.phase = phase
+            self.interest = interest
+        }
+
+        /// When the loop must act if nothing happens.
+        var dueAt: Int64 {
+            if case .connecting(let until) = phase { return until }
+            return request.deadline
+        }
+    }
+
+    private enum Slot {
+        case idle(WireConnection)
+        case busy(Exchange)
+    }
+
     let connectTimeoutMs: Int
     let totalTimeoutMs: Int
-    /// For https receivers.
+    private let maxIdlePerAddress: Int
     private let tls: TLSContext
-    /// The most of an answer's body that is read (and thrown away) to keep the connection.
-    static let maxBodyBytes = 16_384
+    private let poller: Poller
+    private let inbox = LockedValue<[Request]>([])
+    private let running = Atomic<Bool>(true)
+    private let finished = LockedValue(false)
+
+    // The loop thread's own state.
+    private var slots: [Int32: Slot] = [:]
+    private var idle: [String: [WireConnection]] = [:]
+    /// The earliest `dueAt` among exchanges (or later: a stale value only costs an early look).
+    private var nextCheck = Int64.max
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16_384, alignment: 8)
 
     package init(
         tls: TLSContext, connectTimeoutMs: Int = 5000, totalTimeoutMs: Int = 10_000, maxIdlePerAddress: Int = 64
-    ) {
+    ) throws(Poller.Failure) {
         self.tls = tls
         self.connectTimeoutMs = connectTimeoutMs
         self.totalTimeoutMs = totalTimeoutMs
         self.maxIdlePerAddress = maxIdlePerAddress
+        poller = try Poller()
+        let thread = Thread { [self] in run() }
+        thread.name = "pushrelay-webhooks"
+        thread.start()
     }
 
+    deinit { readBuffer.deallocate() }
+
     /// POSTs `body` to `url`, connecting to the first of `addresses` (already resolved and
-    /// checked) that accepts a connection (and, for https, completes the handshake).
+    /// checked) that accepts a connection (and, for https, completes the handshake). `done`
+    /// runs on the client's thread: it must not block.
     package func post(
-        _ url: PushURL, addresses: [IPAddress], headers: [(String, String)], body: [UInt8]
-    ) throws(Failure) -> Response {
+        _ url: PushURL, addresses: [IPAddress], headers: [(String, String)], body: [UInt8],
+        done: @escaping @Sendable (Result<Response, Failure>) -> Void
+    ) {
         var head = "POST \(url.target) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nContent-Length: \(body.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
-        let request = Array(head.utf8) + body
-        let deadline = Deadline(milliseconds: totalTimeoutMs)
-        var lastFailure = Failure(description: "no address to connect to")
-        for address in addresses {
-            let key = "\(url.scheme)://\(url.host):\(url.port)@\(address.text)"
-            // A pooled connection may have been closed by the peer meanwhile: one fresh retry.
-            if let pooled = idle.withLock({ $0[key]?.popLast() }) {
-                if let response = try? exchange(pooled, request, key: key, deadline: deadline) { return response }
+        let request = Request(
+            url: url, addresses: addresses, bytes: Array(head.utf8) + body,
+            deadline: MonotonicClock.milliseconds() + Int64(totalTimeoutMs), done: done)
+        // A wake is pending while the inbox is not empty: the loop empties it after each wait.
+        let wasEmpty = inbox.withLock { inbox in
+            defer { inbox.append(request) }
+            return inbox.isEmpty
+        }
+        if wasEmpty { poller.wake() }
+    }
+
+    /// Ends the thread; deliveries in flight are dropped without an answer (their jobs stay
+    /// pending in the store and are sent again after the restart).
+    package func stop() {
+        running.store(false, ordering: .releasing)
+        poller.wake()
+        finished.withLock(when: { $0 }) { _ in }
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        while running.load(ordering: .acquiring) {
+            let now = MonotonicClock.milliseconds()
+            let timeout = nextCheck == .max ? 1000 : Int32(min(1000, max(0, nextCheck - now)))
+            guard poller.wait(timeoutMs: timeout, { event in handle(event) }) else { break }
+            for request in inbox.withLock({ inbox in
+                defer { inbox.removeAll(keepingCapacity: true) }; return inbox
+            }) {
+                start(request)
             }
-            let connection: WireConnection
-            do {
-                connection = try connect(url, address: address, deadline: deadline)
-            } catch {
-                lastFailure = error  // try the next address
+            let later = MonotonicClock.milliseconds()
+            if later >= nextCheck { expire(later) }
+        }
+        slots.removeAll()
+        idle.removeAll()
+        finished.withLock { $0 = true }
+        finished.broadcast()
+    }
+
+    private func handle(_ event: Poller.Event) {
+        let fd = Int32(truncatingIfNeeded: event.token - 1)
+        switch slots[fd] {
+        case .idle(let connection)?:
+            // An idle keep-alive connection is readable only when its peer closed it (or sent
+            // something it should not have): either way it is done.
+            guard event.readable else { return }
+            idle[connection.key]?.removeAll { $0 === connection }
+            retire(connection)
+        case .busy(let exchange)?:
+            advance(exchange)
+        case nil:
+            break
+        }
+    }
+
+    private func start(_ request: Request) {
+        for (index, address) in request.addresses.enumerated() {
+            guard let connection = idle[Self.key(request.url, address)]?.popLast() else { continue }
+            let exchange = Exchange(
+                request, connection, addressIndex: index, reused: true, phase: .sending(offset: 0),
+                interest: .readable)
+            slots[connection.fd] = .busy(exchange)
+            nextCheck = min(nextCheck, exchange.dueAt)
+            advance(exchange)
+            return
+        }
+        open(request, from: 0, lastFailure: "no address to connect to")
+    }
+
+    /// Connects to the first address from `index` on that takes the connection attempt.
+    private func open(_ request: Request, from index: Int, lastFailure: String) {
+        var failure = lastFailure
+        var index = index
+        while index < request.addresses.count {
+            let address = request.addresses[index]
+            switch Socket.connect(address, port: request.url.port) {
+            case .failure(let error):
+                failure = error.description
+                index += 1
                 continue
-            }
-            return try exchange(connection, request, key: key, deadline: deadline)
-        }
-        throw lastFailure
-    }
-
-    private func exchange(
-        _ connection: WireConnection, _ request: [UInt8], key: String, deadline: Deadline
-    ) throws(Failure) -> Response {
-        try connection.write(request, deadline: deadline)
-        let (response, keepAlive) = try readResponse(connection, deadline: deadline)
-        if keepAlive {
-            idle.withLock { pool in
-                guard pool[key, default: []].count < maxIdlePerAddress else { return }
-                pool[key, default: []].append(connection)
-            }
-        }
-        return response
-    }
-
-    // MARK: Socket work
-
-    /// A connection to `address` for `url`: TCP, then for https the TLS handshake.
-    private func connect(_ url: PushURL, address: IPAddress, deadline: Deadline) throws(Failure) -> WireConnection {
-        let fd = try connect(address, port: url.port, deadline: deadline)
-        guard url.scheme == "https" else { return WireConnection(fd: fd, ssl: nil) }
-        do {
-            return WireConnection(fd: fd, ssl: try tls.handshake(fd: fd, host: url.host, deadline: deadline))
-        } catch {
-            close(fd)
-            throw error
-        }
-    }
-
-    private func connect(_ address: IPAddress, port: Int, deadline: Deadline) throws(Failure) -> Int32 {
-        let family = address.isIPv4 ? AF_INET : AF_INET6
-        let fd = socket(
-            family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var storage = sockaddr_storage()
-        let length: socklen_t
-        if address.isIPv4 {
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = UInt16(port).bigEndian
-            withUnsafeMutableBytes(of: &sin.sin_addr) { $0.copyBytes(from: address.bytes) }
-            withUnsafeBytes(of: sin) { source in withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) } }
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        } else {
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = UInt16(port).bigEndian
-            withUnsafeMutableBytes(of: &sin6.sin6_addr) { $0.copyBytes(from: address.bytes) }
-            withUnsafeBytes(of: sin6) { source in withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) } }
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-        }
-        let result = withUnsafePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, length) }
-        }
-        if result != 0 {
-            guard errno == EINPROGRESS else {
-                let code = errno
-                close(fd)
-                throw Failure(description: "connect failed: \(String(cString: strerror(code)))")
-            }
-            var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            let ready = poll(&poller, 1, Int32(min(connectTimeoutMs, deadline.remaining)))
-            var error: Int32 = 0
-            var size = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size)
-            guard ready > 0, error == 0 else {
-                close(fd)
-                throw Failure(
-                    description: ready == 0
-                        ? "connect timed out" : "connect failed: \(String(cString: strerror(error)))")
-            }
-        }
-        let flags = fcntl(fd, F_GETFL)
-        _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
-        return fd
-    }
-
-    /// Reads one response (status, headers, and up to `maxBodyBytes` of the body, which is
-    /// discarded); says whether the connection may be reused.
-    private func readResponse(_ connection: WireConnection, deadline: Deadline) throws(Failure) -> (Response, Bool) {
-        var reader = ResponseReader(connection: connection, deadline: deadline)
-        let headLines = try reader.head()
-        guard let statusLine = headLines.first, statusLine.hasPrefix("HTTP/1."),
-            let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "")
-        else { throw Failure(description: "malformed response") }
-        var headers: [String: String] = [:]
-        for line in headLines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = String(line[line.index(after: colon)...]).trimmingASCIISpaces()
-        }
-        var keepAlive = statusLine.hasPrefix("HTTP/1.1") && headers["connection"]?.lowercased() != "close"
-        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
-            keepAlive = try reader.skipChunked(upTo: Self.maxBodyBytes) && keepAlive
-        } else if let length = headers["content-length"].flatMap({ Int($0) }) {
-            if length <= Self.maxBodyBytes {
-                try reader.skip(length)
-            } else {
-                keepAlive = false  // not worth reading: the answer is in the status line
-            }
-        } else if status != 204 && status != 304 && !(100..<200).contains(status) {
-            keepAlive = false  // body until close: do not read it, do not reuse
-        }
-        return (Response(status: status, retryAfter: headers["retry-after"]), keepAlive)
-    }
-}
-
-/// Buffered reads of one response from a blocking socket, each within the attempt's deadline.
-private struct ResponseReader {
-    let connection: WireConnection
-    let deadline: Deadline
-    var buffer: [UInt8] = []
-    static let maxHead = 64 * 1024
-
-    init(connection: WireConnection, deadline: Deadline) {
-        self.connection = connection
-        self.deadline = deadline
-    }
-
-    mutating func fill() throws(WebhookClient.Failure) {
-        let chunk = try connection.read(deadline: deadline)
-        guard !chunk.isEmpty else { throw WebhookClient.Failure(description: "connection closed before the response") }
-        buffer += chunk
-    }
-
-    mutating func line() throws(WebhookClient.Failure) -> String {
-        while true {
-            if let index = buffer.firstIndex(of: 10) {
-                let line = String(decoding: buffer[..<index], as: UTF8.self)
-                buffer.removeFirst(index + 1)
-                return line.hasSuffix("\r") ? String(line.dropLast()) : line
-            }
-            guard buffer.count < Self.maxHead else {
-                throw WebhookClient.Failure(description: "response head too large")
-            }
-            try fill()
-        }
-    }
-
-    mutating func head() throws(WebhookClient.Failure) -> [String] {
-        var lines: [String] = []
-        while true {
-            let line = try line()
-            if line.isEmpty {
-                // Interim 1xx answers come before the real one.
-                if let first = lines.first, first.hasPrefix("HTTP/1.1 1") || first.hasPrefix("HTTP/1.0 1") {
-                    lines = []
+            case .success(let (fd, inProgress)):
+                let connection = WireConnection(fd: fd, key: Self.key(request.url, address))
+                let now = MonotonicClock.milliseconds()
+                let phase: Exchange.Phase =
+                    inProgress ? .connecting(until: min(request.deadline, now + Int64(connectTimeoutMs))) : .handshaking
+                let exchange = Exchange(
+                    request, connection, addressIndex: index, reused: false, phase: phase, interest: .writable)
+                guard poller.add(fd, token: UInt64(fd) + 1, interest: .writable) else {
+                    failure = "epoll_ctl failed: \(String(cString: strerror(errno)))"
+                    index += 1
                     continue
                 }
-                return lines
+                slots[fd] = .busy(exchange)
+                nextCheck = min(nextCheck, exchange.dueAt)
+                if !inProgress { startTLSIfNeeded(exchange) }
+                return
             }
-            lines.append(line)
         }
+        request.done(.failure(Failure(description: failure)))
     }
 
-    mutating func skip(_ count: Int) throws(WebhookClient.Failure) {
-        var remaining = count
-        while remaining > 0 {
-            if buffer.isEmpty { try fill() }
-            let take = min(remaining, buffer.count)
-            buffer.removeFirst(take)
-            remaining -= take
-        }
-    }
-
-    /// Skips a chunked body of at most `limit` bytes; false (stop reading, drop the connection)
-    /// when it is longer.
-    mutating func skipChunked(upTo limit: Int) throws(WebhookClient.Failure) -> Bool {
-        var total = 0
+    /// Drives an exchange as far as its socket allows without waiting.
+    private func advance(_ exchange: Exchange) {
+        let connection = exchange.connection
         while true {
-            let sizeLine = try line()
-            guard let size = Int(sizeLine.split(separator: ";").first ?? "", radix: 16), size >= 0 else {
-                throw WebhookClient.Failure(description: "malformed chunked body")
+            switch exchange.phase {
+            case .connecting:
+                let error = Socket.pendingError(connection.fd)
+                guard error == 0 else {
+                    return nextAddress(exchange, "connect failed: \(String(cString: strerror(error)))")
+                }
+                exchange.phase = .handshaking
+                return startTLSIfNeeded(exchange)
+            case .handshaking:
+                switch connection.handshake() {
+                case .done: exchange.phase = .sending(offset: 0)
+                case .wouldBlock(let wantsWrite): return watch(exchange, wantsWrite ? .writable : .readable)
+                case .closed: return nextAddress(exchange, "TLS handshake failed: connection closed")
+                case .failed(let reason): return nextAddress(exchange, reason)
+                }
+            case .sending(let offset):
+                switch connection.send(exchange.request.bytes[offset...]) {
+                case .done(let count):
+                    let sent = offset + count
+                    exchange.phase = sent == exchange.request.bytes.count ? .receiving : .sending(offset: sent)
+                case .wouldBlock(let wantsWrite): return watch(exchange, wantsWrite ? .writable : .readable)
+                case .closed: return failOrRetry(exchange, "connection closed")
+                case .failed(let reason): return failOrRetry(exchange, reason)
+                }
+            case .receiving:
+                switch connection.receive(into: readBuffer) {
+                case .done(let count):
+                    exchange.heardBack = true
+                    switch exchange.parser.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])) {
+                    case .needMore: continue
+                    case .complete(let response, let keepAlive):
+                        return complete(exchange, .success(response), keepConnection: keepAlive)
+                    case .malformed(let reason):
+                        return complete(exchange, .failure(Failure(description: reason)), keepConnection: false)
+                    }
+                case .wouldBlock(let wantsWrite): return watch(exchange, wantsWrite ? .writable : .readable)
+                case .closed: return failOrRetry(exchange, "connection closed before the response")
+                case .failed(let reason): return failOrRetry(exchange, reason)
+                }
             }
-            if size == 0 {
-                while try !line().isEmpty {}  // trailers
-                return true
-            }
-            guard size <= limit - total else { return false }  // (no overflow on a huge size)
-            total += size
-            try skip(size + 2)
         }
+    }
+
+    private func startTLSIfNeeded(_ exchange: Exchange) {
+        if exchange.request.url.scheme == "https" {
+            do {
+                try exchange.connection.startTLS(tls, host: exchange.request.url.host)
+            } catch {
+                return nextAddress(exchange, error.description)
+            }
+        } else {
+            exchange.phase = .sending(offset: 0)
+        }
+        advance(exchange)
+    }
+
+    private func watch(_ exchange: Exchange, _ interest: Poller.Interest) {
+        guard exchange.interest != interest else { return }
+        let fd = exchange.connection.fd
+        exchange.interest = interest
+        if !poller.modify(fd, token: UInt64(fd) + 1, interest: interest) {
+            failOrRetry(exchange, "epoll_ctl failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The connection to this address failed before the request went out: the next address.
+    private func nextAddress(_ exchange: Exchange, _ reason: String) {
+        retire(exchange.connection)
+        open(exchange.request, from: exchange.addressIndex + 1, lastFailure: reason)
+    }
+
+    private func failOrRetry(_ exchange: Exchange, _ reason: String) {
+        retire(exchange.connection)
+        if exchange.reused && !exchange.heardBack {
+            open(exchange.request, from: 0, lastFailure: reason)
+        } else {
+            exchange.request.done(.failure(Failure(description: reason)))
+        }
+    }
+
+    private func complete(_ exchange: Exchange, _ result: Result<Response, Failure>, keepConnection: Bool) {
+        let connection = exchange.connection
+        if keepConnection, idle[connection.key, default: []].count < maxIdlePerAddress {
+            slots[connection.fd] = .idle(connection)
+            idle[connection.key, default: []].append(connection)
+            if exchange.interest != .readable,
+                !poller.modify(connection.fd, token: UInt64(connection.fd) + 1, interest: .readable)
+            {
+                idle[connection.key]?.removeLast()
+                retire(connection)
+            }
+        } else {
+            retire(connection)
+        }
+        exchange.request.done(result)
+    }
+
+    /// Forgets a connection; it closes when the last reference goes.
+    private func retire(_ connection: WireConnection) {
+        poller.remove(connection.fd)
+        slots[connection.fd] = nil
+    }
+
+    /// Fails what is past its deadline (a connect past its own moves on to the next address).
+    private func expire(_ now: Int64) {
+        var next = Int64.max
+        var late: [Exchange] = []
+        for case .busy(let exchange) in slots.values {
+            if exchange.dueAt <= now { late.append(exchange) } else { next = min(next, exchange.dueAt) }
+        }
+        nextCheck = next
+        for exchange in late {
+            if case .connecting = exchange.phase, exchange.request.deadline > now {
+                nextAddress(exchange, "connect timed out")
+            } else {
+                retire(exchange.connection)
+                exchange.request.done(.failure(Failure(description: "timed out")))
+            }
+        }
+    }
+
+    private static func key(_ url: PushURL, _ address: IPAddress) -> String {
+        "\(url.scheme)://\(url.host):\(url.port)@\(address.text)"
     }
 }
 

@@ -1,17 +1,28 @@
 internal import CTLS
 import Glibc
 
-/// One connection to a receiver, plain or TLS, owning its socket (and `SSL *`). Used by one
-/// delivery thread at a time: the pool hands it out exclusively.
-///
-/// `@unchecked Sendable`: it moves between threads only through the pool's lock, never shared.
-final class WireConnection: @unchecked Sendable {
-    let fd: Int32
-    private let ssl: OpaquePointer?
+/// One non-blocking connection to a receiver, plain or TLS, owning its socket (and `SSL *`).
+/// Belongs to the client's loop thread.
+final class WireConnection {
+    /// What a non-blocking step did.
+    enum Step {
+        /// Done, with the byte count for a send or receive.
+        case done(Int)
+        /// Try again when the socket is readable (or writable: `wantsWrite`).
+        case wouldBlock(wantsWrite: Bool)
+        /// The peer closed the connection.
+        case closed
+        case failed(String)
+    }
 
-    init(fd: Int32, ssl: OpaquePointer?) {
+    let fd: Int32
+    /// The pool key: "scheme://host:port@address".
+    let key: String
+    private var ssl: OpaquePointer?
+
+    init(fd: Int32, key: String) {
         self.fd = fd
-        self.ssl = ssl
+        self.key = key
     }
 
     deinit {
@@ -19,54 +30,52 @@ final class WireConnection: @unchecked Sendable {
         close(fd)
     }
 
-    /// Writes all of `bytes` within the deadline.
-    func write(_ bytes: [UInt8], deadline: Deadline) throws(WebhookClient.Failure) {
-        var offset = 0
-        while offset < bytes.count {
-            try deadline.arm(fd, SO_SNDTIMEO)
-            let sent: Int
-            if let ssl {
-                ERR_clear_error()
-                let count = bytes[offset...].withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
-                if count <= 0 {
-                    let code = SSL_get_error(ssl, count)
-                    if code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ { continue }
-                    throw WebhookClient.Failure(description: "TLS send failed: \(TLSContext.failure(ssl, code: code))")
-                }
-                sent = Int(count)
-            } else {
-                sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                guard sent > 0 else {
-                    throw WebhookClient.Failure(description: errno == EAGAIN ? "timed out" : "send failed")
-                }
-            }
-            offset += sent
-        }
+    /// Starts TLS on the connected socket (`handshake()` drives it).
+    func startTLS(_ context: TLSContext, host: String) throws(WebhookClient.Failure) {
+        ssl = try context.session(fd: fd, host: host)
     }
 
-    /// Reads what is there (waiting within the deadline); an empty answer means the peer closed.
-    func read(deadline: Deadline) throws(WebhookClient.Failure) -> [UInt8] {
-        var chunk = [UInt8](repeating: 0, count: 16_384)
-        while true {
-            try deadline.arm(fd, SO_RCVTIMEO)
-            if let ssl {
-                ERR_clear_error()
-                let count = chunk.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
-                if count > 0 { return Array(chunk[0..<Int(count)]) }
-                let code = SSL_get_error(ssl, count)
-                if code == SSL_ERROR_ZERO_RETURN { return [] }
-                if code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE {
-                    if errno == EAGAIN { throw WebhookClient.Failure(description: "timed out") }
-                    continue
-                }
-                if code == SSL_ERROR_SYSCALL, errno == 0 { return [] }  // closed without close_notify
-                throw WebhookClient.Failure(description: "TLS receive failed: \(TLSContext.failure(ssl, code: code))")
-            }
-            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count > 0 { return Array(chunk[0..<count]) }
-            if count == 0 { return [] }
-            if errno == EINTR { continue }
-            throw WebhookClient.Failure(description: errno == EAGAIN ? "timed out" : "receive failed")
+    /// One step of the TLS handshake; `.done` once it is complete.
+    func handshake() -> Step {
+        guard let ssl else { return .done(0) }
+        ERR_clear_error()
+        let result = SSL_connect(ssl)
+        if result == 1 { return .done(0) }
+        return tlsStep(ssl, result, failing: "TLS handshake failed")
+    }
+
+    func send(_ bytes: ArraySlice<UInt8>) -> Step {
+        if let ssl {
+            ERR_clear_error()
+            let count = bytes.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
+            return count > 0 ? .done(Int(count)) : tlsStep(ssl, count, failing: "TLS send failed")
         }
+        let count = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if count > 0 { return .done(count) }
+        return errno == EAGAIN || errno == EINTR
+            ? .wouldBlock(wantsWrite: true) : .failed("send failed: \(String(cString: strerror(errno)))")
+    }
+
+    func receive(into buffer: UnsafeMutableRawBufferPointer) -> Step {
+        if let ssl {
+            ERR_clear_error()
+            let count = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
+            if count > 0 { return .done(Int(count)) }
+            let code = SSL_get_error(ssl, count)
+            if code == SSL_ERROR_ZERO_RETURN || (code == SSL_ERROR_SYSCALL && errno == 0) { return .closed }
+            return tlsStep(ssl, count, failing: "TLS receive failed")
+        }
+        let count = recv(fd, buffer.baseAddress, buffer.count, 0)
+        if count > 0 { return .done(count) }
+        if count == 0 { return .closed }
+        return errno == EAGAIN || errno == EINTR
+            ? .wouldBlock(wantsWrite: false) : .failed("receive failed: \(String(cString: strerror(errno)))")
+    }
+
+    private func tlsStep(_ ssl: OpaquePointer, _ result: Int32, failing what: String) -> Step {
+        let code = SSL_get_error(ssl, result)
+        if code == SSL_ERROR_WANT_READ { return .wouldBlock(wantsWrite: false) }
+        if code == SSL_ERROR_WANT_WRITE { return .wouldBlock(wantsWrite: true) }
+        return .failed("\(what): \(TLSContext.failure(ssl, code: code))")
     }
 }

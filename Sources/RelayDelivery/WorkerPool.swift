@@ -1,8 +1,8 @@
 import Foundation
 import RelayLocks
 
-/// A fixed set of threads running blocking work (webhook deliveries) from one queue: a slow
-/// receiver ties up one thread, never the scheduler.
+/// A fixed set of threads running blocking work (host-name resolution) from one queue: a slow
+/// resolver ties up one thread, never the scheduler.
 package final class WorkerPool: Sendable {
     private struct State {
         var queue: [@Sendable () -> Void] = []

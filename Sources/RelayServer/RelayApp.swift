@@ -60,7 +60,7 @@ package final class RelayApp: @unchecked Sendable {
         let events = EventOutbox(store: store, metrics: metrics, logger: logger, deliver: config.eventsUrl != nil)
         let hub = LiveHub(store: store, logger: logger, events: events, delivery: config.deliveryPolicy, now: clock)
         let webhookKey = secrets.webhookSecret.key
-        notifier = PushNotifier(
+        notifier = try PushNotifier(
             store: store,
             settings: PushNotifier.Settings(
                 policy: config.deliveryPolicy, requestTimeoutSeconds: Double(config.pushTimeoutMs) / 1000),

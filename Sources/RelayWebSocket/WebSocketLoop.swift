@@ -1,8 +1,8 @@
-internal import CLinux
 import Glibc
 import RelayCore
 package import RelayHTTP
 import RelayLocks
+package import RelayPoll
 import Synchronization
 package import WebSocketCodec
 
@@ -111,8 +111,7 @@ package final class WebSocketLoop: @unchecked Sendable {
 
     let configuration: Configuration
     private weak var delegate: (any WebSocketLoopDelegate)?
-    private let epollFD: Int32
-    private let wakeFD: Int32
+    private let poller: Poller
     private let inbox = LockedValue<[(UInt64, Command)]>([])
     private let nextId = Atomic<UInt64>(1)
     private let running = Atomic<Bool>(true)
@@ -124,21 +123,9 @@ package final class WebSocketLoop: @unchecked Sendable {
     private var thread: pthread_t?
     private let stopped = Atomic<Bool>(false)
 
-    package init(configuration: Configuration) throws(WebSocketLoopError) {
+    package init(configuration: Configuration) throws(Poller.Failure) {
         self.configuration = configuration
-        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard epollFD >= 0 else { throw WebSocketLoopError(call: "epoll_create1", code: errno) }
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else { throw WebSocketLoopError(call: "eventfd", code: errno) }
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.u64 = 0
-        epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
-    }
-
-    deinit {
-        Glibc.close(wakeFD)
-        Glibc.close(epollFD)
+        poller = try Poller()
     }
 
     /// Open connections (for metrics and tests).
@@ -184,36 +171,22 @@ package final class WebSocketLoop: @unchecked Sendable {
         wake()
     }
 
-    private func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
-    }
+    private func wake() { poller.wake() }
 
     static func nowMs() -> Int64 { MonotonicClock.milliseconds() }
 
     // MARK: The loop
 
     private func run() {
-        var events = [epoll_event](repeating: epoll_event(), count: 256)
         var nextTimerCheck = Self.nowMs() + 1000
         while running.load(ordering: .acquiring) {
             let timeout = unread.isEmpty ? Int32(max(0, min(1000, nextTimerCheck - Self.nowMs()))) : 0
-            let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
-            if count < 0, errno != EINTR { break }
-            for index in 0..<max(0, Int(count)) {
-                let id = events[index].data.u64
-                let flags = events[index].events
-                if id == 0 {
-                    var value: UInt64 = 0
-                    _ = read(wakeFD, &value, 8)
-                    continue
-                }
-                guard let connection = connections[id] else { continue }
-                if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-                    readAvailable(id, connection)
-                }
-                if flags & EPOLLOUT.rawValue != 0, connections[id] != nil { flush(id, connection) }
+            let waited = poller.wait(timeoutMs: timeout) { event in
+                guard let connection = connections[event.token] else { return }
+                if event.readable { readAvailable(event.token, connection) }
+                if event.writable, connections[event.token] != nil { flush(event.token, connection) }
             }
+            guard waited else { break }
             if !unread.isEmpty {
                 let pending = unread
                 unread = []
@@ -266,10 +239,7 @@ package final class WebSocketLoop: @unchecked Sendable {
 
     private func register(_ id: UInt64, _ socket: UpgradedSocket) {
         let connection = Connection(socket: socket, configuration: configuration, now: Self.nowMs())
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
-        event.data.u64 = id
-        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, socket.fd, &event) == 0 else {
+        guard poller.add(socket.fd, token: id, interest: [.readable, .writable, .edgeTriggered]) else {
             socket.close()
             delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self), code: CloseCode.internalError)
             return
@@ -388,7 +358,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     /// delegate once.
     private func finish(_ id: UInt64, _ connection: Connection, code: UInt16) {
         guard connections.removeValue(forKey: id) != nil else { return }
-        epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.socket.fd, nil)
+        poller.remove(connection.socket.fd)
         connection.socket.close()
         let left = openCount.withLock { count -> Int in
             count -= 1
@@ -397,10 +367,4 @@ package final class WebSocketLoop: @unchecked Sendable {
         if left == 0 { openCount.broadcast() }  // `stop()` waits for this
         delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self), code: code)
     }
-}
-
-package struct WebSocketLoopError: Error, CustomStringConvertible {
-    package var call: String
-    package var code: Int32
-    package var description: String { "\(call) failed: errno \(code)" }
 }

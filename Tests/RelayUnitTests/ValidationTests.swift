@@ -95,7 +95,12 @@ import Testing
         #expect(IPAddress("::1")?.bytes == [UInt8](repeating: 0, count: 15) + [1])
         #expect(IPAddress("::ffff:10.0.0.1")?.bytes == [UInt8](repeating: 0, count: 10) + [0xFF, 0xFF, 10, 0, 0, 1])
         #expect(IPAddress("fe80::1:2")?.bytes.count == 16)
-        for bad in ["0x7f.0.0.1", "127.1", "0177.0.0.1", "256.0.0.1", "1::2::3", "::g", "1.2.3.4.5", ""] {
+        #expect(IPAddress("0.0.0.0")?.bytes == [0, 0, 0, 0])
+        #expect(IPAddress("255.255.255.255")?.bytes == [255, 255, 255, 255])
+        for bad in [
+            "0x7f.0.0.1", "127.1", "0177.0.0.1", "256.0.0.1", "1::2::3", "::g", "1.2.3.4.5", "", "1.2.3.", ".1.2.3",
+            "01.2.3.4", "1.2.3.1000", "1..2.3", "1.2.3.4 ", "１.2.3.4",
+        ] {
             #expect(IPAddress(bad) == nil, "\(bad)")
         }
     }
