@@ -170,7 +170,11 @@ package final class PushNotifier: @unchecked Sendable {
                 finish(batch, .dead(error: error), started: time)
                 continue
             }
-            let host = HostAdmission.hostKey(batch.pushURL)
+            guard let target = admission.withLock({ $0.target(batch.pushURL) }) else {
+                finish(batch, .dead(error: "push URL is malformed"), started: time)
+                continue
+            }
+            let host = target.host
             let allowed = breakers.withLock { $0[host, default: CircuitBreaker()].allows(at: time) }
             guard allowed else {
                 // The host is paused: its jobs wait for the probe instead of occupying a thread.
@@ -187,7 +191,7 @@ package final class PushNotifier: @unchecked Sendable {
                 inFlight.withLock { _ = $0.remove(batch.deviceKey) }
                 continue
             }
-            deliver(batch, host: host)
+            deliver(batch, to: target)
         }
     }
 
@@ -206,14 +210,10 @@ package final class PushNotifier: @unchecked Sendable {
         }
     }
 
-    private func deliver(_ batch: PushBatch, host: String) {
+    private func deliver(_ batch: PushBatch, to target: HostAdmission.Target) {
         let started = now()
-        guard let target = try? PushURL(batch.pushURL) else {
-            releaseHostSlot(host)
-            finish(batch, .dead(error: "push URL is malformed"), started: started)
-            return
-        }
-        post(target, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
+        let host = target.host
+        post(target.url, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
             releaseHostSlot(host)
             let (verdict, health) = settings.policy.judge(
                 outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now().milliseconds,
