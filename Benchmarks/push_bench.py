@@ -152,6 +152,7 @@ def schedule(base, receiver, jobs, pid, db):
     while pending(base) and time.monotonic() - start < 300:
         time.sleep(0.1)
     drained = time.monotonic() - start
+    time.sleep(0.5)  # outcomes reach the metrics just after their commit
     delivered = metric(base, 'pushrelay_push_attempts_total{outcome="delivered"}')
     print(f"{jobs} jobs queued in {queued:.1f} s; RSS {before} → {with_pending} KiB with them pending; all due at once → "
           f"delivered as {delivered:.0f} coalesced pushes in {drained:.1f} s")

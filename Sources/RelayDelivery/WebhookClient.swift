@@ -148,7 +148,8 @@ package final class WebhookClient: @unchecked Sendable {
     private func run() {
         while running.load(ordering: .acquiring) {
             let now = MonotonicClock.milliseconds()
-            let timeout = nextCheck == .max ? 1000 : Int32(min(1000, max(0, nextCheck - now)))
+            // Nothing in flight: sleep until a post wakes the loop (no idle wake-ups).
+            let timeout = nextCheck == .max ? -1 : Int32(min(60_000, max(0, nextCheck - now)))
             guard poller.wait(timeoutMs: timeout, { event in handle(event) }) else { break }
             for request in inbox.withLock({ inbox in
                 defer { inbox.removeAll(keepingCapacity: true) }; return inbox

@@ -375,6 +375,39 @@ def breaker(binary, receiver):
         bad.shutdown()
 
 
+@check("jobs expiring while a host's breaker is open do not close it")
+def expiring_jobs_keep_the_breaker_open(binary, receiver):
+    bad = Receiver()
+    relay = Relay(binary, "--push-delay-ms", "0", "--push-retry-base-ms", "10000", "--push-retry-cap-ms", "10000")
+    host = f"127.0.0.1:{bad.server_address[1]}"
+
+    def scrape(name):
+        text = urllib.request.urlopen(relay.base + "/metrics").read().decode()
+        return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name)), 0.0)
+
+    try:
+        # Five failures in a row open the breaker (threshold 5) for about a second.
+        for n in range(25):
+            bad.behaviour[f"/bad{n}/phone"] = ["500"] * 100
+            relay.device(bad, f"bad{n}", "phone")
+        for n in range(5):
+            relay.post(f"fail-{n}", [f"bad{n}"])
+        assert wait_for(lambda: scrape(f'pushrelay_push_breaker_open{{host="{host}"}}') == 1, 5), "breaker not open"
+        # Twenty jobs with a one-second TTL wait for the host and expire: dead letters, and the host
+        # was not judged by them (they used to count as successes and closed the breaker).
+        for n in range(5, 25):
+            relay.post(f"expire-{n}", [f"bad{n}"], ttl=1)
+        dead = 'pushrelay_push_attempts_total{outcome="dead"}'
+        assert wait_for(lambda: scrape(dead) >= 20, 10), scrape(dead)
+        assert scrape(f'pushrelay_push_breaker_open{{host="{host}"}}') == 1, "expiring jobs closed the breaker"
+        attempts = sum(len(bad.received(f"/bad{n}/phone")) for n in range(25))
+        assert attempts <= 7, f"{attempts} attempts: the expiring jobs were sent to a paused host"
+        return f"{scrape(dead):.0f} jobs dead-lettered, breaker still open, {attempts} attempts reached the host"
+    finally:
+        relay.stop()
+        bad.shutdown()
+
+
 @check("a receiver trickling its answer is cut at the attempt deadline; a healthy host is not held up")
 def trickle(binary, receiver):
     slow = Receiver()
