@@ -78,12 +78,15 @@ let package = Package(
             dependencies: ["WebSocketCodec", "RelayCore", "RelayHTTP", "RelayLocks", "RelayPoll"],
             swiftSettings: swiftSettings),
 
+        /// The operator console's page, script and style, compiled in (no build step, no files beside the binary).
+        .target(name: "RelayConsole", swiftSettings: swiftSettings),
+
         // MARK: Wiring and executable
         .target(
             name: "RelayServer",
             dependencies: [
                 "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayDelivery", "RelayTelemetry", "RelayWebSocket",
-                "WebSocketCodec",
+                "WebSocketCodec", "RelayConsole",
                 "CLinux", "RelayLocks",
             ],
             swiftSettings: swiftSettings

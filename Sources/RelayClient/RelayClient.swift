@@ -52,9 +52,12 @@ public actor RelayClient {
     public nonisolated let states: AsyncStream<ConnectionState>
     /// Tells the app to resynchronize from its chat server (the relay cannot give it the range).
     public nonisolated let resyncs: AsyncStream<ResyncReason>
+    /// Signals (typing…) from other users, as they arrive; never replayed after a reconnect.
+    public nonisolated let signals: AsyncStream<RelaySignal>
     private let messageSink: AsyncStream<RelayMessage>.Continuation
     private let stateSink: AsyncStream<ConnectionState>.Continuation
     private let resyncSink: AsyncStream<ResyncReason>.Continuation
+    private let signalSink: AsyncStream<RelaySignal>.Continuation
 
     private let configuration: Configuration
     private var cursor: RelayCursor
@@ -72,6 +75,7 @@ public actor RelayClient {
         (messages, messageSink) = AsyncStream.makeStream(of: RelayMessage.self)
         (states, stateSink) = AsyncStream.makeStream(of: ConnectionState.self)
         (resyncs, resyncSink) = AsyncStream.makeStream(of: ResyncReason.self)
+        (signals, signalSink) = AsyncStream.makeStream(of: RelaySignal.self, bufferingPolicy: .bufferingNewest(64))
     }
 
     /// The cursor: the last seq delivered to the app, and its inbox epoch.
@@ -122,6 +126,16 @@ public actor RelayClient {
             try? await clock.sleep(seconds: delay)
             await self.flushAck()
         }
+    }
+
+    /// Sends a signal (typing…) to the chat server, which relays it to the conversation's
+    /// online devices. Live only: without an open socket it throws ``RelaySignalError/notConnected``
+    /// instead of queueing it (a late typing indicator is worse than none). The relay drops
+    /// signals beyond 10 per second per socket.
+    public func send(signal: RelaySignal) async throws {
+        guard let frame = signal.frame else { throw RelaySignalError.invalid }
+        guard let connection else { throw RelaySignalError.notConnected }
+        try await connection.send(frame)
     }
 
     // MARK: The connection loop
@@ -189,6 +203,9 @@ public actor RelayClient {
             case "message":
                 let payload = JSONSpans.values(named: "payload", atDepth: 1, in: Array(data)).first ?? []
                 if let message = RelayMessage(json: frame, payload: payload) { deliver(message) }
+            case "signal":
+                let signalData = JSONSpans.values(named: "data", atDepth: 1, in: Array(data)).first
+                if let signal = RelaySignal(json: frame, data: signalData) { signalSink.yield(signal) }
             case "synced":
                 if let seq = (frame["seq"] as? NSNumber)?.int64Value, seq > cursor.seq { cursor.seq = seq }
                 configuration.cursorStore.save(cursor)

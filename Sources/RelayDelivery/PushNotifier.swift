@@ -253,6 +253,17 @@ package final class PushNotifier: @unchecked Sendable {
 
     // MARK: Events
 
+    /// Sends an ephemeral event (a client's signal) to `eventsUrl` at once: one attempt, never
+    /// stored or retried — a typing indicator that arrives late is worse than none. `done` tells
+    /// whether the receiver took it (false too when no `eventsUrl` is configured).
+    package func sendNow(_ event: RelayEvent, done: @escaping @Sendable (Bool) -> Void) {
+        guard let eventsURL else { return done(false) }
+        let id = "evt_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        post(eventsURL, body: event.envelope, webhookId: id, at: now()) { outcome in
+            if case .delivered = outcome { done(true) } else { done(false) }
+        }
+    }
+
     private func pollEvents() {
         guard let eventsURL else { return }
         let busy = eventsInFlight.withLock { $0 }
@@ -301,6 +312,13 @@ package final class PushNotifier: @unchecked Sendable {
             case .failing: breakers[host, default: CircuitBreaker()].recordFailure(at: time)
             case .unknown: breakers[host]?.recordInconclusive(at: time)
             }
+        }
+    }
+
+    /// Receivers whose breaker is not closed, by `host:port` (for the operator's overview).
+    package var breakerStates: [(host: String, state: CircuitBreaker.State)] {
+        breakers.withLock { breakers in
+            breakers.filter { $0.value.isOpen }.sorted { $0.key < $1.key }.map { ($0.key, $0.value.state) }
         }
     }
 

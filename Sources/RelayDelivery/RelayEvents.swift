@@ -3,7 +3,8 @@ package import RelayStore
 package import RelayTelemetry
 
 /// An event for the chat server (docs/ARCHITECTURE.md §5): `presence.changed`, `message.acked`,
-/// `push.delivered`, `push.failed`, `device.disabled`.
+/// `push.delivered`, `push.failed`, `device.disabled` (durable, retried), and `signal.received`
+/// (ephemeral: one attempt, never stored).
 package struct RelayEvent: Sendable {
     package enum Kind: String, Sendable {
         case presenceChanged = "presence.changed"
@@ -11,6 +12,7 @@ package struct RelayEvent: Sendable {
         case pushDelivered = "push.delivered"
         case pushFailed = "push.failed"
         case deviceDisabled = "device.disabled"
+        case signalReceived = "signal.received"
     }
 
     package var type: Kind
@@ -38,6 +40,20 @@ package struct RelayEvent: Sendable {
         writer.raw(data)
         writer.endObject()
         return writer.bytes
+    }
+
+    /// A client sent a signal on its socket; the chat server decides who gets it
+    /// (`POST /v1/signals`).
+    package static func signalReceived(userId: String, deviceId: String, _ signal: Signal, at: Timestamp) -> RelayEvent
+    {
+        var writer = JSONWriter(capacity: 160 + (signal.data?.count ?? 0))
+        writer.beginObject()
+        writer.member("userId", userId)
+        writer.member("deviceId", deviceId)
+        signal.write(into: &writer)
+        writer.member("at", at)
+        writer.endObject()
+        return RelayEvent(type: .signalReceived, data: writer.bytes, at: at)
     }
 
     package static func presenceChanged(_ change: PresenceDebouncer.Change) -> RelayEvent {

@@ -1,4 +1,5 @@
 import RelayCore
+import RelayDelivery
 import RelayHTTP
 import RelayStore
 import RelayTelemetry
@@ -19,11 +20,16 @@ final class LiveGateway: WebSocketLoopDelegate {
     let auth: Authenticator
     /// A line per socket opened and closed.
     let accessLog: Bool
+    let metrics: Metrics
+    /// Hands a client's signal to the chat server (`signal.received`, one attempt).
+    let forwardSignal: @Sendable (RelayEvent) -> Void
 
     init(
         loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, delivery: DeliveryPolicy,
-        auth: Authenticator, accessLog: Bool
+        auth: Authenticator, accessLog: Bool, metrics: Metrics, forwardSignal: @escaping @Sendable (RelayEvent) -> Void
     ) {
+        self.metrics = metrics
+        self.forwardSignal = forwardSignal
         self.delivery = delivery
         self.auth = auth
         self.accessLog = accessLog
@@ -92,6 +98,21 @@ final class LiveGateway: WebSocketLoopDelegate {
             hub.setBackground(connection.id, true)
         case "foreground":
             hub.setBackground(connection.id, false)
+        case "signal":
+            // Typing and the like: to the chat server, which knows the conversation's members
+            // and answers with `POST /v1/signals`. Never stored.
+            guard let signal = try? Signal(FieldReader(json)) else {
+                connection.close(
+                    code: CloseCode.policyViolation,
+                    reason: "a signal needs a conversationId, a name and at most 1 KiB of data")
+                return
+            }
+            metrics.recordSignal(.received)
+            guard session.takeSignal() else {
+                metrics.recordSignal(.rateLimited)
+                return
+            }
+            forwardSignal(.signalReceived(userId: session.userId, deviceId: session.deviceId, signal, at: hub.now()))
         case "refresh":
             // A fresh token for the same user and device keeps the socket open past the old one's expiry.
             guard let token = json["token"]?.stringValue, let claims = try? auth.verifyToken(token),

@@ -146,6 +146,25 @@ final class LiveHub: Sendable {
         for session in sessions { session.deliver(seq: seq, frame: bytes) }
     }
 
+    /// Sends a signal to every online (foreground) socket of `userIds`, except the device it came
+    /// from; returns how many sockets it was handed to.
+    func signal(
+        _ signal: Signal, senderId: String?, to userIds: [String], except sender: (userId: String, deviceId: String)?
+    ) -> Int {
+        let sessions = state.withLock { state in
+            userIds.flatMap { userId in
+                (state.devices[userId] ?? [:]).flatMap { deviceId, entry -> [LiveSession] in
+                    guard sender?.userId != userId || sender?.deviceId != deviceId else { return [] }
+                    return entry.sessions.filter { !$0.value }.compactMap { state.sessions[$0.key] }
+                }
+            }
+        }
+        guard !sessions.isEmpty else { return 0 }
+        let frame = WebSocketFrame(opcode: .text, payload: signal.frame(senderId: senderId)).encoded()
+        for session in sessions { session.sendEphemeral(frame) }
+        return sessions.count
+    }
+
     /// Closes every socket of one device with 1008 (its tokens were revoked).
     func close(userId: String, deviceId: String, reason: String) {
         let sessions = state.withLock { state in
@@ -164,6 +183,12 @@ final class LiveHub: Sendable {
     /// Open sockets of one user.
     func sessionCount(userId: String) -> Int {
         state.withLock { $0.devices[userId]?.values.reduce(0) { $0 + $1.sessions.count } ?? 0 }
+    }
+
+    /// How many users are online, and the first `limit` of them by id.
+    func onlineUsers(limit: Int) -> (total: Int, first: [String]) {
+        let users = state.withLock { state in state.devices.keys.filter { state.userOnline($0) } }
+        return (users.count, Array(users.sorted().prefix(limit)))
     }
 
     var onlineUserCount: Int { state.withLock { state in state.devices.keys.filter { state.userOnline($0) }.count } }

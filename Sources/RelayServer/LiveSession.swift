@@ -51,11 +51,17 @@ final class LiveSession: @unchecked Sendable {
 
     private let now: @Sendable () -> Timestamp
 
+    /// Signals a socket may send: 10 per second, bursts of 20; the rest are dropped.
+    private let signalBudget: LockedValue<TokenBucket>
+    static let signalsPerSecond = 10.0
+
     init(
         handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
         delivery: DeliveryPolicy, tokenExpiresAt: Int64, now: @escaping @Sendable () -> Timestamp
     ) {
         self.now = now
+        signalBudget = LockedValue(
+            TokenBucket(ratePerSecond: Self.signalsPerSecond, burst: Self.signalsPerSecond * 2, now: now()))
         self.tokenExpiresAt = Atomic(tokenExpiresAt)
         self.delivery = delivery
         self.handle = handle
@@ -185,6 +191,21 @@ final class LiveSession: @unchecked Sendable {
                 expected: current, desired: expiresAt, ordering: .relaxed)
             if exchanged { return }
             current = original
+        }
+    }
+
+    /// Whether this socket may send another signal now (it takes one from the budget).
+    func takeSignal() -> Bool {
+        let time = now()
+        return signalBudget.withLock { $0.take(now: time) == nil }
+    }
+
+    /// Sends an ephemeral WebSocket frame (a signal) after whatever the session queued before it (so never
+    /// before `welcome`); nothing is stored, and a closed session drops it.
+    func sendEphemeral(_ frame: [UInt8]) {
+        queue.async { [self] in
+            guard !closed else { return }
+            handle.send(frames: frame)
         }
     }
 

@@ -63,6 +63,7 @@ extension RelayAPI {
         guard let message = try read(reply, { () throws(StoreError) in try store.message(id: id, now: now) }) else {
             throw .notFound("no message with this id (never accepted, or already pruned)")
         }
+        let pushes = try read(reply) { () throws(StoreError) in try store.deliveries(messageId: id) }
         var writer = JSONWriter(capacity: 256 + message.payload.count)
         writer.beginObject()
         writer.member("id", message.id)
@@ -85,6 +86,12 @@ extension RelayAPI {
             writer.member("state", recipient.state.rawValue)
             writer.endObject()
         }
+        writer.endArray()
+        // Its push jobs, one per device (and attempt history in `attempts`/`lastError`): the
+        // delivery timeline an operator looks a message up for.
+        writer.key("pushes")
+        writer.beginArray()
+        for push in pushes { writer.delivery(push) }
         writer.endArray()
         writer.endObject()
         reply.json(200, writer.bytes)

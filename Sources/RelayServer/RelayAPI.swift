@@ -1,6 +1,7 @@
 import Dispatch
 import RelayCore
 import RelayCrypto
+import RelayDelivery
 package import RelayHTTP
 import RelayStore
 import RelayTelemetry
@@ -21,6 +22,10 @@ package final class RelayAPI: Sendable {
     let now: @Sendable () -> Timestamp
     /// The WebSocket gateway and presence tracker.
     let live: LiveGateway
+    /// The push scheduler (its breakers, for `GET /v1/stats`).
+    let notifier: PushNotifier
+    /// When this process started serving.
+    let startedAt: Timestamp
     /// When each device's push falls due.
     let delivery: DeliveryPolicy
     /// `wsAllowedOrigins` in compared form; nil (the default, an empty list) allows every origin.
@@ -51,6 +56,8 @@ package final class RelayAPI: Sendable {
         router.add("POST", "/v1/presence/query") { api, request, reply in
             try api.queryPresence(request, reply)
         }
+        router.add("GET", "/v1/stats") { api, request, reply in try api.getStats(request, reply) }
+        router.add("POST", "/v1/signals") { api, request, reply in try api.postSignal(request, reply) }
         router.add("POST", "/v1/tokens") { api, request, reply in try api.postToken(request, reply) }
         router.add("GET", "/v1/users/{userId}/messages") { api, request, reply in
             try api.catchUp(request, reply)
@@ -59,6 +66,9 @@ package final class RelayAPI: Sendable {
         router.add("GET", "/v1/ws") { api, request, reply in try api.openWebSocket(request, reply) }
         router.add("GET", "/v1/deliveries") { api, request, reply in try api.listDeliveries(request, reply) }
         router.add("POST", "/v1/deliveries/{id}/retry") { api, request, reply in try api.retryDelivery(request, reply) }
+        for file in ["/console", "/console/app.js", "/console/app.css"] {
+            router.add("GET", file) { api, request, reply in api.getConsoleFile(request, reply) }
+        }
         router.add("GET", "/healthz") { _, _, reply in reply.json(200, Array(#"{"status":"ok"}"#.utf8)) }
         router.add("GET", "/readyz") { api, request, reply in api.readiness(request, reply) }
         router.add("GET", "/metrics") { api, request, reply in try api.renderMetrics(request, reply) }
@@ -70,8 +80,10 @@ package final class RelayAPI: Sendable {
 
     init(
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
-        allowList: HostAllowList, live: LiveGateway, now: @escaping @Sendable () -> Timestamp
+        allowList: HostAllowList, live: LiveGateway, notifier: PushNotifier, now: @escaping @Sendable () -> Timestamp
     ) {
+        self.notifier = notifier
+        startedAt = now()
         self.config = config
         self.store = store
         self.auth = auth

@@ -80,7 +80,10 @@ package final class RelayApp: @unchecked Sendable {
             now: clock)
         gateway = LiveGateway(
             loop: webSockets, hub: hub, store: store, logger: logger, delivery: config.deliveryPolicy, auth: auth,
-            accessLog: config.accessLog)
+            accessLog: config.accessLog, metrics: metrics,
+            forwardSignal: { [notifier, metrics] event in
+                notifier.sendNow(event) { metrics.recordSignal($0 ? .forwarded : .notForwarded) }
+            })
         let loop = webSockets
         // Weak captures: the gauges live in `metrics`, which these objects hold (no cycle).
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {
@@ -99,7 +102,7 @@ package final class RelayApp: @unchecked Sendable {
         ) { [weak notifier] in notifier?.openBreakers ?? [] }
         api = RelayAPI(
             config: config, store: store, auth: auth, metrics: metrics,
-            logger: logger, allowList: allowList, live: gateway, now: clock)
+            logger: logger, allowList: allowList, live: gateway, notifier: notifier, now: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
         httpConfig.threads = config.httpThreads

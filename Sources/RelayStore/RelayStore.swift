@@ -53,8 +53,12 @@ package protocol RelayStore: Sendable {
     func retryDelivery(
         id: Int64, now: Timestamp, expiresAt: Timestamp,
         completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void)
+    /// Every push job of one message, oldest first (its delivery timeline).
+    func deliveries(messageId: String) throws(StoreError) -> [DeliveryRecord]
     /// Pending push jobs.
     func pendingPushCount() throws(StoreError) -> Int
+    /// Push jobs by state (the operator's overview).
+    func pushJobCounts() throws(StoreError) -> [JobState: Int]
     /// The device was sent everything up to `seq` by a catch-up: its pending message jobs there
     /// wait for the ack, due no sooner than `until` (`DeliveryPolicy.dueAfterCatchUp`).
     func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp)

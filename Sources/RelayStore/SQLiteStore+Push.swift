@@ -358,6 +358,26 @@ extension SQLiteStore {
         }
     }
 
+    package func deliveries(messageId: String) throws(StoreError) -> [DeliveryRecord] {
+        try read { db in
+            var records: [DeliveryRecord] = []
+            try db.query("SELECT \(Self.deliveryColumns) WHERE message_id = ? ORDER BY id", [.text(messageId)]) {
+                records.append(Self.deliveryRecord($0))
+            }
+            return records
+        }
+    }
+
+    package func pushJobCounts() throws(StoreError) -> [JobState: Int] {
+        try read { db in
+            var counts: [JobState: Int] = [:]
+            try db.query("SELECT state, count(*) FROM push_jobs GROUP BY state") { row in
+                if let state = JobState(rawValue: row.text(0)) { counts[state] = Int(row.int64(1)) }
+            }
+            return counts
+        }
+    }
+
     /// Re-queues a dead job with a fresh attempt budget, due now and valid until `expiresAt`,
     /// even past its message's TTL: the operator's explicit decision.
     package func retryDelivery(

@@ -34,6 +34,7 @@ package final class Metrics: Sendable {
         var batchSizes = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
         var events: [String: UInt64] = [:]
         var pushes: [String: UInt64] = [:]
+        var signals: [SignalOutcome: UInt64] = [:]
         var pushLatency = Histogram(bounds: Metrics.latencyBounds)
         var gauges: [(name: String, help: String, read: @Sendable () -> Int)] = []
         var families: [(name: String, help: String, read: @Sendable () -> [(labels: String, value: Int)])] = []
@@ -69,6 +70,41 @@ package final class Metrics: Sendable {
             state.pushes[outcome, default: 0] += 1
             if let seconds { state.pushLatency.observe(seconds) }
         }
+    }
+
+    /// What became of an ephemeral signal (`pushrelay_signals_total{outcome}`).
+    package enum SignalOutcome: String, CaseIterable, Sendable {
+        /// A client sent one on its socket.
+        case received
+        /// Dropped: the socket sent more than its signal budget.
+        case rateLimited = "rate_limited"
+        /// Taken by the chat server's `eventsUrl`.
+        case forwarded
+        /// Not taken (no `eventsUrl`, or it failed: signals are not retried).
+        case notForwarded = "not_forwarded"
+        /// Frames handed to recipients' sockets by `POST /v1/signals`.
+        case sent
+    }
+
+    /// Totals since start, for the operator's overview (`GET /v1/stats`).
+    package struct Totals: Sendable {
+        package var messagesAccepted: UInt64
+        package var recipientsAccepted: UInt64
+        /// Push attempts by outcome (`delivered`, `retried`, `dead`, `device_gone`, `postponed`).
+        package var pushes: [String: UInt64]
+        package var signals: [SignalOutcome: UInt64]
+    }
+
+    package var totals: Totals {
+        state.withLock { state in
+            Totals(
+                messagesAccepted: state.messagesAccepted, recipientsAccepted: state.recipientsAccepted,
+                pushes: state.pushes, signals: state.signals)
+        }
+    }
+
+    package func recordSignal(_ outcome: SignalOutcome, count: Int = 1) {
+        state.withLock { $0.signals[outcome, default: 0] += UInt64(max(0, count)) }
     }
 
     package func recordEvent(type: String) {
@@ -130,6 +166,11 @@ package final class Metrics: Sendable {
         out += "# TYPE pushrelay_events_total counter\n"
         for (type, count) in snapshot.events.sorted(by: { $0.key < $1.key }) {
             out += "pushrelay_events_total{type=\"\(type)\"} \(count)\n"
+        }
+        out += "# HELP pushrelay_signals_total Ephemeral signals (typing and the like) by outcome.\n"
+        out += "# TYPE pushrelay_signals_total counter\n"
+        for outcome in SignalOutcome.allCases {
+            out += "pushrelay_signals_total{outcome=\"\(outcome.rawValue)\"} \(snapshot.signals[outcome, default: 0])\n"
         }
         for family in snapshot.families {
             out += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) gauge\n"

@@ -322,6 +322,72 @@ def events(binary, receiver):
         relay.stop()
 
 
+@check("signals: a client's typing reaches the chat server signed; POST /v1/signals reaches online devices only, "
+       "never catch-up, never a push")
+def signals(binary, receiver):
+    relay = Relay(binary, "--push-delay-ms", "0", "--events-url", f"{receiver.base}/events")
+    try:
+        for user in ("sam", "tia", "uma"):
+            relay.device(receiver, user, "phone")  # registered for pushes: none may come from a signal
+
+        async def scenario():
+            def url(user, device):
+                status, token = relay.http("POST", "/v1/tokens", {"userId": user, "deviceId": device})
+                assert status == 200, token
+                return relay.base.replace("http://", "ws://") + "/v1/ws?access_token=" + token["token"]
+            async with websockets.connect(url("sam", "laptop")) as sam, \
+                    websockets.connect(url("tia", "laptop")) as tia, websockets.connect(url("uma", "laptop")) as uma:
+                for ws in (sam, tia, uma):
+                    assert json.loads(await ws.recv())["type"] == "welcome"
+                    assert json.loads(await ws.recv())["type"] == "synced"
+                await uma.send(json.dumps({"type": "background"}))  # backgrounded: counts as offline
+                # Sam types: the chat server hears it as a signed, ephemeral event.
+                await sam.send(json.dumps({"type": "signal", "conversationId": "!room:example.org", "name": "typing",
+                                           "data": {"state": "started"}}))
+                assert wait_for(lambda: any(json.loads(p[2])["type"] == "signal.received"
+                                            for p in receiver.received("/events")), 5), "no signal.received event"
+                event = next(json.loads(p[2]) for p in receiver.received("/events")
+                             if json.loads(p[2])["type"] == "signal.received")
+                verify(*next((h, b) for path, h, b, _ in receiver.received("/events")
+                             if json.loads(b)["type"] == "signal.received"))
+                assert event["data"] == {"userId": "sam", "deviceId": "laptop", "conversationId": "!room:example.org",
+                                         "name": "typing", "data": {"state": "started"}, "at": event["data"]["at"]}, event
+                # The chat server relays it to the conversation: online devices only, not the sender's.
+                sent_at = time.monotonic()
+                status, body = relay.http("POST", "/v1/signals", {
+                    "recipients": ["sam", "tia", "uma", "vic"], "conversationId": "!room:example.org",
+                    "name": "typing", "senderId": "sam", "senderDeviceId": "laptop", "data": {"state": "started"}})
+                assert status == 200 and body == {"devices": 1}, (status, body)
+                frame = json.loads(await asyncio.wait_for(tia.recv(), 5))
+                latency = (time.monotonic() - sent_at) * 1000
+                assert frame == {"type": "signal", "senderId": "sam", "conversationId": "!room:example.org",
+                                 "name": "typing", "data": {"state": "started"}}, frame
+                for ws in (sam, uma):
+                    try:
+                        extra = await asyncio.wait_for(ws.recv(), 0.3)
+                        raise AssertionError(f"unexpected frame {extra}")
+                    except asyncio.TimeoutError:
+                        pass
+                # More than the budget from one socket: the excess is dropped, the socket stays open.
+                for n in range(60):
+                    await sam.send(json.dumps({"type": "signal", "conversationId": "c", "name": "typing"}))
+                await sam.send(json.dumps({"type": "ack", "seq": 0}))
+                return latency
+        latency = asyncio.run(scenario())
+        time.sleep(0.5)
+        # Never stored: no catch-up entry, no push, no unread.
+        status, page = relay.http("GET", "/v1/users/tia/messages")
+        assert status == 200 and page["messages"] == [] and page["headSeq"] == 0, page
+        assert all(not receiver.received(f"/{user}/phone") for user in ("sam", "tia", "uma"))
+        metrics = urllib.request.urlopen(relay.base + "/metrics").read().decode()
+        dropped = next(float(line.split()[-1]) for line in metrics.splitlines()
+                       if line.startswith('pushrelay_signals_total{outcome="rate_limited"}'))
+        assert dropped >= 30, metrics
+        return f"relayed to the one online foreground device in {latency:.1f} ms; {dropped:.0f} of 61 over-budget signals dropped"
+    finally:
+        relay.stop()
+
+
 @check("a live frame not acked within the ack timeout is pushed; an acked one is not")
 def ack_timeout(binary, receiver):
     relay = Relay(binary, "--push-delay-ms", "100", "--ack-timeout-ms", "500")

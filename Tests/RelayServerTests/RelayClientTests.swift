@@ -67,6 +67,51 @@ import Testing
         await client.disconnect()
     }
 
+    /// Signals: the app's `send(signal:)` reaches the relay on the socket, and signals the chat
+    /// server relays arrive on `signals` with their `data` as the exact bytes sent.
+    @Test func signalsGoOutAndComeIn() async throws {
+        let relay = try RelayProcess()
+        let client = client(relay, user: "sia")
+        await expectSignalError(.notConnected) {
+            try await client.send(signal: RelaySignal(conversationId: "c", name: "typing"))
+        }
+        await client.connect()
+        try await waitForState(client, .live)
+        try await client.send(
+            signal: RelaySignal(
+                conversationId: "!room:example.org", name: "typing", data: Data(#"{"state":"started"}"#.utf8)))
+        await expectSignalError(.invalid) {
+            try await client.send(signal: RelaySignal(conversationId: "c", name: "typing", data: Data("[1]".utf8)))
+        }
+        let incoming = Task {
+            var iterator = client.signals.makeAsyncIterator()
+            return await iterator.next()
+        }
+        let response = try await relay.request(
+            "POST", "/v1/signals",
+            rawBody: Data(
+                #"{"recipients":["sia"],"conversationId":"c1","name":"typing","senderId":"tom","data":{"n":1.10,"p":"a/b"}}"#
+                    .utf8), headers: ["Content-Type": "application/json"])
+        #expect(response.status == 200)
+        let signal = await incoming.value
+        #expect(signal?.conversationId == "c1")
+        #expect(signal?.senderId == "tom")
+        #expect(signal.flatMap { $0.data.map { String(decoding: $0, as: UTF8.self) } } == #"{"n":1.10,"p":"a/b"}"#)
+        let metrics = try await relay.request("GET", "/metrics")
+        #expect(
+            String(decoding: metrics.body, as: UTF8.self).contains(#"pushrelay_signals_total{outcome="received"} 1"#))
+        await client.disconnect()
+    }
+
+    private func expectSignalError(_ expected: RelaySignalError, _ body: () async throws -> Void) async {
+        do {
+            try await body()
+            Issue.record("no error; expected \(expected)")
+        } catch {
+            #expect(error as? RelaySignalError == expected)
+        }
+    }
+
     /// `kill -9` and restart mid-stream: the client reconnects by itself and the app sees every
     /// message exactly once, in order.
     @Test func survivesARelayCrashWithoutGapsOrDuplicates() async throws {

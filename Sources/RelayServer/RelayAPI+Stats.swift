@@ -1,0 +1,71 @@
+import RelayCore
+import RelayDelivery
+import RelayHTTP
+import RelayStore
+import RelayTelemetry
+import RelayWebSocket
+import Synchronization
+
+extension RelayAPI {
+    /// `GET /v1/stats`: the operator's overview in one read — this node, its sockets and online
+    /// users, push jobs by state, receivers whose breaker is not closed, and running totals (the
+    /// console plots rates from successive reads).
+    func getStats(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        try auth.requireServer(request)
+        let jobs = try read(reply) { () throws(StoreError) in try store.pushJobCounts() }
+        let time = now()
+        let totals = metrics.totals
+        let online = live.hub.onlineUsers(limit: 100)
+        var writer = JSONWriter(capacity: 1024)
+        writer.beginObject()
+        writer.key("nodes")
+        writer.beginArray()
+        writer.beginObject()
+        writer.member("version", Command.version)
+        writer.member("startedAt", startedAt)
+        writer.member("uptimeSeconds", (time.milliseconds - startedAt.milliseconds) / 1000)
+        writer.member("ready", !shuttingDown.load(ordering: .relaxed))
+        writer.member("webSockets", Int64(live.loop.connectionCount))
+        writer.endObject()
+        writer.endArray()
+        writer.member("usersOnline", Int64(online.total))
+        writer.key("onlineUsers")
+        writer.beginArray()
+        for userId in online.first { writer.string(userId) }
+        writer.endArray()
+        writer.key("pushJobs")
+        writer.beginObject()
+        for state in JobState.allCases { writer.member(state.rawValue, Int64(jobs[state, default: 0])) }
+        writer.endObject()
+        writer.key("breakers")
+        writer.beginArray()
+        for (host, state) in notifier.breakerStates {
+            writer.beginObject()
+            writer.member("host", host)
+            switch state {
+            case .open(let until, _):
+                writer.member("state", "open")
+                writer.member("until", until)
+            case .halfOpen, .closed:
+                writer.member("state", "probing")
+                writer.member("until", nil as Timestamp?)
+            }
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.key("totals")
+        writer.beginObject()
+        writer.member("messagesAccepted", Int64(clamping: totals.messagesAccepted))
+        writer.member("inboxEntriesWritten", Int64(clamping: totals.recipientsAccepted))
+        for (name, outcome) in [
+            ("pushesDelivered", "delivered"), ("pushesRetried", "retried"), ("pushesDead", "dead"),
+            ("pushesDeviceGone", "device_gone"),
+        ] {
+            writer.member(name, Int64(clamping: totals.pushes[outcome, default: 0]))
+        }
+        writer.member("signalsSent", Int64(clamping: totals.signals[.sent, default: 0]))
+        writer.endObject()
+        writer.endObject()
+        reply.json(200, writer.bytes)
+    }
+}
