@@ -3,8 +3,9 @@ SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages the build and the tests need.
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev pkg-config
-# Test-only tools: strace injects fsync errors in the fault tests; curl drives the contract test.
-TEST_PACKAGES := strace curl
+# Test-only tools: strace injects fsync errors in the fault tests; curl drives the contract test;
+# headless Chromium and its driver open the operator console.
+TEST_PACKAGES := strace curl chromium chromium-driver
 # Extra packages for benchmarks only.
 BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
 DEV_ENV := .pushrelay-dev.env
@@ -13,9 +14,9 @@ DEV_ENV := .pushrelay-dev.env
 DEV_PUSH_ALLOWED_HOSTS := 127.0.0.1:*,[::1]:*
 # Python test peers, installed from PyPI into a virtual environment.
 VENV := .venv
-PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2
+PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 selenium==4.51.0
 
-.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api tsan asan
+.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
 
 ## deps: install missing Debian packages (apt-get update once, non-interactive install)
 deps:
@@ -59,7 +60,7 @@ $(VENV)/.installed: Makefile
 ## test: build and run every test (unit and end-to-end against the real binary, python peers
 ## for the WebSocket and the push webhooks, a short fuzz run)
 test: deps $(VENV)/.installed
-	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool
+	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
@@ -69,6 +70,7 @@ test: deps $(VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/adversary.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay
 	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
@@ -104,6 +106,11 @@ asan: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	LSAN_OPTIONS=suppressions=$$(pwd)/Tests/lsan.supp PUSHRELAY_BIN=$$(pwd)/.build/asan/debug/pushrelay \
 	  $(SWIFT) test --sanitize=address --scratch-path .build/asan
+
+## screenshot: the operator console's picture in the README (docs/console.png), from a real browser
+screenshot: deps $(VENV)/.installed
+	$(SWIFT) build
+	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay --screenshot docs/console.png
 
 ## fuzz-api: a longer schemathesis run against openapi.yaml (200 examples per operation and pass)
 fuzz-api: build $(VENV)/.installed

@@ -1,9 +1,14 @@
 /// Reconnect delays: exponential with full jitter — a uniformly random delay between 0 and
 /// `min(cap, base · 2^(attempt−1))` — so that clients cut off together do not return together.
 public struct Backoff: Sendable, Equatable {
+    /// The first attempt's ceiling, in seconds.
     public var base: Double
+    /// The largest ceiling, in seconds, however many attempts failed.
     public var cap: Double
 
+    /// - Parameters:
+    ///   - base: the first attempt's ceiling (seconds).
+    ///   - cap: the largest ceiling (seconds).
     public init(base: Double = 1, cap: Double = 30) {
         self.base = base
         self.cap = cap

@@ -10,13 +10,16 @@ public struct POSIXWebSocketTransport: RelayTransport {
     /// The socket is considered dead after this long without a byte (the relay pings every
     /// 25 s by default, so a healthy connection is never silent this long).
     public var silenceTimeout: Double
+    /// Seconds to wait for the TCP connection and the handshake.
     public var connectTimeout: Double
 
+    /// A transport with these timeouts (seconds).
     public init(silenceTimeout: Double = 75, connectTimeout: Double = 10) {
         self.silenceTimeout = silenceTimeout
         self.connectTimeout = connectTimeout
     }
 
+    /// Opens a `ws://` connection to `url` with `headers` on the upgrade request.
     public func connect(url: URL, headers: [String: String]) async throws -> any RelayConnection {
         guard let host = url.host, url.scheme == "ws" || url.scheme == "http" else {
             throw RelayTransportError.connectionFailed("POSIXWebSocketTransport supports ws:// URLs only")

@@ -16,27 +16,34 @@ import FoundationNetworking
 /// for await message in client.messages { show(message); await client.ack(message.seq) }
 /// ```
 public actor RelayClient {
+    /// How the client connects; only the URL, the user and the token provider are required.
     public struct Configuration: Sendable {
         /// The relay's base URL (`http(s)://host:port`).
         public var relayURL: URL
+        /// The user whose inbox this is (the token's `sub`).
         public var userId: String
         /// The device, for tokens without a `did` claim.
         public var deviceId: String?
         /// Returns a client token; `forceRefresh` is true after the relay refused the last one.
         public var tokenProvider: @Sendable (_ forceRefresh: Bool) async throws -> String
+        /// Reconnect delays (full jitter).
         public var backoff = Backoff(base: 1, cap: 30)
         /// A connection that stayed up this long resets the backoff.
         public var stableAfter: Double = 10
         /// Acks are sent at most this often (the highest seq wins).
         public var ackInterval: Double = 0.25
+        /// Where the resume cursor is kept; pass a `FileCursorStore` to keep it across launches.
         public var cursorStore: any CursorStore = InMemoryCursorStore()
+        /// How sockets are opened (the platform's by default).
         public var transport: any RelayTransport = RelayTransports.platformDefault
+        /// Time for waits (injectable for tests).
         public var clock: any RelayClientClock = SystemClock()
         /// Jitter source, a value in 0...1.
         public var random: @Sendable () -> Double = { Double.random(in: 0...1) }
         /// Poll the catch-up endpoint while the socket cannot be opened.
         public var pollWhenSocketFails = true
 
+        /// A configuration with the defaults above.
         public init(
             relayURL: URL, userId: String, deviceId: String? = nil,
             tokenProvider: @escaping @Sendable (_ forceRefresh: Bool) async throws -> String
@@ -48,7 +55,9 @@ public actor RelayClient {
         }
     }
 
+    /// The user's messages, each once, in seq order: the catch-up first, then live ones.
     public nonisolated let messages: AsyncStream<RelayMessage>
+    /// Connection states as they change, for the app's UI.
     public nonisolated let states: AsyncStream<ConnectionState>
     /// Tells the app to resynchronize from its chat server (the relay cannot give it the range).
     public nonisolated let resyncs: AsyncStream<ResyncReason>
@@ -67,8 +76,10 @@ public actor RelayClient {
     private var pendingAck: Int64 = 0
     private var sentAck: Int64 = 0
     private var ackFlush: Task<Void, Never>?
+    /// The current connection state.
     public private(set) var state: ConnectionState = .offline
 
+    /// A client for one user; it does nothing until `connect()`.
     public init(configuration: Configuration) {
         self.configuration = configuration
         cursor = configuration.cursorStore.load() ?? RelayCursor(epoch: nil, seq: 0)
@@ -89,6 +100,7 @@ public actor RelayClient {
         runner = Task { await run() }
     }
 
+    /// Stops reconnecting, sends pending acks, closes the socket and saves the cursor.
     public func disconnect() async {
         runner?.cancel()
         runner = nil

@@ -6,7 +6,9 @@ public struct RelayMessage: Sendable, Equatable {
     public var seq: Int64
     /// The chat server's message id.
     public var id: String
+    /// The conversation, as the chat server gave it.
     public var conversationId: String?
+    /// The sender, as the chat server gave it.
     public var senderId: String?
     /// The payload as JSON, byte for byte as the relay sent it: the chat server's members in their
     /// order, its numbers as written (`1.10` stays `1.10`), compact. `decodePayload(as:)` decodes it.
@@ -14,6 +16,7 @@ public struct RelayMessage: Sendable, Equatable {
     /// RFC 3339 time the relay accepted it.
     public var createdAt: String
 
+    /// A message with these fields (for tests and previews).
     public init(seq: Int64, id: String, conversationId: String?, senderId: String?, payload: Data, createdAt: String) {
         self.seq = seq
         self.id = id

@@ -7,6 +7,7 @@ public import Foundation
 /// is in the conversation and relays it to their online devices, where it arrives on
 /// ``RelayClient/signals``.
 public struct RelaySignal: Sendable, Equatable {
+    /// The conversation it is about, e.g. a room id.
     public var conversationId: String
     /// What it signals, e.g. `typing`: 1–64 of `A–Z a–z 0–9 . _ : -`.
     public var name: String
@@ -15,6 +16,7 @@ public struct RelaySignal: Sendable, Equatable {
     /// An optional JSON object (at most 1 KiB), as bytes.
     public var data: Data?
 
+    /// A signal to send (leave `senderId` nil: the chat server knows who you are).
     public init(conversationId: String, name: String, data: Data? = nil, senderId: String? = nil) {
         self.conversationId = conversationId
         self.name = name

@@ -10,10 +10,13 @@ public protocol RelayTransport: Sendable {
 public protocol RelayConnection: Sendable {
     /// Text frames until the connection ends; ends by throwing `RelayTransportError.closed`.
     var frames: AsyncThrowingStream<String, any Error> { get }
+    /// Sends one text frame.
     func send(_ text: String) async throws
+    /// Closes with 1000 (normal closure).
     func close() async
 }
 
+/// Why a socket could not be opened or ended.
 public enum RelayTransportError: Error, Sendable, Equatable {
     /// The server answered the upgrade with this HTTP status (401: the token needs refreshing).
     case handshakeRefused(status: Int)
@@ -23,6 +26,7 @@ public enum RelayTransportError: Error, Sendable, Equatable {
     case closed(code: UInt16)
 }
 
+/// The transports that come with the SDK.
 public enum RelayTransports {
     /// The transport of this platform: URLSessionWebSocketTask where it works (Apple platforms),
     /// the project's own codec over a socket elsewhere (Linux's libcurl has no WebSocket).

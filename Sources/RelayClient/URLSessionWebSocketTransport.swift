@@ -5,10 +5,12 @@ public import Foundation
 public struct URLSessionWebSocketTransport: RelayTransport {
     private let session: URLSession
 
+    /// A transport opening tasks on `session`.
     public init(session: URLSession = URLSession(configuration: .default)) {
         self.session = session
     }
 
+    /// Opens a `ws://` or `wss://` connection to `url` with `headers` on the upgrade request.
     public func connect(url: URL, headers: [String: String]) async throws -> any RelayConnection {
         var request = URLRequest(url: url)
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }

@@ -21,7 +21,8 @@ package enum ConsoleStyle {
         .card.bad .value { color: var(--bad); }
         .card.good .value { color: var(--good); }
         .muted { color: var(--muted); }
-        .error { color: var(--bad); font-weight: 600; min-height: 1.2em; }
+        .error { color: var(--bad); font-weight: 600; }
+        .error:empty { display: none; }
         label { display: block; margin-bottom: .3rem; }
         input { font: inherit; padding: .4rem .5rem; border: 1px solid var(--line); border-radius: 4px; }
         #login input { width: 100%; margin-bottom: .8rem; }

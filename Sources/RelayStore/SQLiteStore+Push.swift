@@ -224,10 +224,11 @@ extension SQLiteStore {
                 }
                 switch result {
                 case .delivered where batch.kind == .message:
+                    // ('dead' too: an operator's replay of a dead letter that now got through.)
                     try db.run(
                         """
                         UPDATE inbox_entries SET state = 'pushed'
-                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN ('stored', 'live')
+                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN ('stored', 'live', 'dead')
                         """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
                 case .dead where batch.kind == .message:
                     try db.run(

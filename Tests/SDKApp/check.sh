@@ -75,4 +75,19 @@ curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer sdk-k
 for _ in $(seq 100); do kill -0 $APP_PID 2>/dev/null || break; sleep 0.1; done
 cat "$TMP/app.out"
 grep -qF 'message 1 {"text":"hi","n":1.10}' "$TMP/app.out" || { echo "FAILED: the app did not get the message byte for byte"; exit 1; }
-echo "1 passed, 0 failed"
+echo "ok     a throw-away app package builds against the RelayClient product and gets a message byte for byte"
+
+# The runnable example (examples/chat), as its README runs it: bob listens, alice types a line;
+# bob sees alice typing (a signal) and her message (live).
+swift build --package-path "$REPO/examples/chat" --scratch-path "$TMP/chat-build" 2>&1 | tail -1
+CHAT="$TMP/chat-build/debug/chat"
+export PUSHRELAY_SERVER_KEY=sdk-key PUSHRELAY_URL="$URL"
+(sleep 8) | "$CHAT" bob alice >"$TMP/bob.out" 2>&1 &
+PIDS+=($!)
+(sleep 2; echo "hello bob"; sleep 2) | "$CHAT" alice bob >"$TMP/alice.out" 2>&1
+for _ in $(seq 100); do grep -q "alice: hello bob" "$TMP/bob.out" && grep -q "(alice is typing…)" "$TMP/bob.out" && break; sleep 0.1; done
+cat "$TMP/bob.out"
+grep -q "alice: hello bob" "$TMP/bob.out" || { echo "FAILED: bob did not get alice's message"; exit 1; }
+grep -q "(alice is typing…)" "$TMP/bob.out" || { echo "FAILED: bob did not see alice typing"; exit 1; }
+echo "ok     examples/chat: bob sees alice typing and gets her line live"
+echo "2 passed, 0 failed"
