@@ -123,7 +123,7 @@ bench: release
 	Benchmarks/run.sh
 
 lint:
-	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool
+	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
 
 clean:
 	rm -rf .build
