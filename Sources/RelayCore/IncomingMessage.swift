@@ -18,6 +18,9 @@ public struct IncomingMessage: Sendable, Equatable {
     public var ttlSeconds: Int64
     public var priority: Priority
     public var collapseKey: String?
+    /// The badge its pushes carry instead of the relay's unread count: a Matrix homeserver's
+    /// `counts.unread` (never read from a `POST /v1/messages` body).
+    public var badge: Int64?
 
     public static let maxRecipients = 1000
     public static let maxTTLSeconds: Int64 = 31_536_000

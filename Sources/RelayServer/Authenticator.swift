@@ -79,6 +79,22 @@ package struct Authenticator: Sendable {
         return claims
     }
 
+    /// The Matrix push gateway: a homeserver sends no bearer key, so the secret path segment is
+    /// the credential (compared in constant time); rate-limited like a server key. A wrong or
+    /// unset secret is 404, as if the endpoint did not exist.
+    package func requireMatrixGateway(presented: String, configured: String?) throws(APIError) {
+        guard Self.matrixSecretMatches(presented: presented, configured: configured) else {
+            throw .notFound("no such endpoint")
+        }
+        try limit("matrix", isServer: true)
+    }
+
+    /// Whether the path's secret is the configured one (none configured: never).
+    static func matrixSecretMatches(presented: String, configured: String?) -> Bool {
+        guard let configured else { return false }
+        return ConstantTime.equals(Array(presented.utf8), Array(configured.utf8))
+    }
+
     /// 429 with `Retry-After` when the caller spent its budget.
     private func limit(_ key: String, isServer: Bool) throws(APIError) {
         guard let limiter, let wait = limiter.check(key, isServer: isServer, now: now()) else { return }

@@ -251,7 +251,9 @@ package enum Command {
 
     /// The effective configuration as JSON, with secrets replaced by a note.
     static func describe(_ config: RelayConfig) -> String {
-        let secrets: Set<String> = ["serverKeys", "clientTokenSecret", "webhookSecret", "metricsKey"]
+        let secrets: Set<String> = [
+            "serverKeys", "clientTokenSecret", "webhookSecret", "metricsKey", "matrixNotifySecret",
+        ]
         var writer = JSONWriter()
         writer.beginObject()
         for setting in ConfigLoader.settings {
@@ -259,7 +261,10 @@ package enum Command {
             let value = setting.read(config)
             if secrets.contains(setting.key) {
                 let isSet = value != .null && value != .array([])
-                writer.string(isSet ? "<set>" : (setting.key == "metricsKey" ? "<none>" : "<generated>"))
+                writer.string(
+                    isSet
+                        ? "<set>"
+                        : (["metricsKey", "matrixNotifySecret"].contains(setting.key) ? "<none>" : "<generated>"))
             } else {
                 writer.value(value)
             }

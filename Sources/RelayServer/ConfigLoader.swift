@@ -150,6 +150,7 @@ package enum ConfigLoader {
                 config.logLevel = level
             }, read: { .string($0.logLevel.rawValue) }),
         optionalString("metricsKey", \.metricsKey),
+        optionalString("matrixNotifySecret", \.matrixNotifySecret),
         boolean("accessLog", \.accessLog),
         integer("pruneIntervalS", \.pruneIntervalS, 1...86_400),
         integer("rateLimitServerPerS", \.rateLimitServerPerS, 0...10_000_000),
@@ -241,10 +242,21 @@ package enum ConfigLoader {
         }
     }
 
+    /// Bytes a secret that travels in a URL path may use.
+    static let urlSafe = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
     /// Cross-field checks that no single setting can make.
     static func validate(_ config: RelayConfig) throws(Error) {
         if let secret = config.webhookSecret, WebhookSecret(secret) == nil {
             throw Error(description: "webhookSecret must be 'whsec_' followed by base64 key bytes")
+        }
+        if let secret = config.matrixNotifySecret,
+            secret.utf8.count < 16
+                || !secret.utf8.allSatisfy({ byte in
+                    Self.urlSafe.contains(byte)
+                })
+        {
+            throw Error(description: "matrixNotifySecret must be at least 16 characters of A-Z a-z 0-9 - _")
         }
         if let secret = config.clientTokenSecret, secret.utf8.count < 32 {
             throw Error(description: "clientTokenSecret must be at least 32 bytes long")

@@ -13,6 +13,15 @@ extension JSONWriter {
         member("disabledReason", orNull: device.disabledReason)
         member("createdAt", device.createdAt)
         member("updatedAt", device.updatedAt)
+        key("matrix")
+        if let matrix = device.matrix {
+            beginObject()
+            member("appId", matrix.appId)
+            member("pushkey", matrix.pushkey)
+            endObject()
+        } else {
+            null()
+        }
         endObject()
     }
 

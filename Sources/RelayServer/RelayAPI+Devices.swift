@@ -10,11 +10,11 @@ extension RelayAPI {
         let userId = try request.identifier("userId")
         let deviceId = try request.identifier("deviceId")
         let json = try request.jsonBody()
-        let (url, platform, contentFree) = try APIError.validating { () throws(ValidationError) in
+        let (url, platform, contentFree, matrix) = try APIError.validating { () throws(ValidationError) in
             let fields = try FieldReader(json)
             return (
                 try PushURL(try fields.string("pushUrl")), try fields.optionalString("platform", maxLength: 32),
-                try fields.optionalBool("contentFree") ?? false
+                try fields.optionalBool("contentFree") ?? false, try Self.matrixPusher(fields.optionalObject("matrix"))
             )
         }
         guard allowList.allows(host: url.host, port: url.port) else {
@@ -26,7 +26,7 @@ extension RelayAPI {
         let pushURL = json["pushUrl"]?.stringValue ?? ""
         let device = Device(
             userId: userId, deviceId: deviceId, pushURL: pushURL, platform: platform, contentFree: contentFree,
-            createdAt: now, updatedAt: now)
+            createdAt: now, updatedAt: now, matrix: matrix)
         store.putDevice(
             device,
             completion: onStore(reply) { (result: (device: Device, created: Bool)) in
@@ -34,6 +34,19 @@ extension RelayAPI {
                 writer.device(result.device)
                 reply.json(result.created ? 201 : 200, writer.bytes)
             })
+    }
+
+    /// `"matrix": {"appId", "pushkey"}`: the Matrix pusher this device stands for (its notifies
+    /// address it by these; `POST /_matrix/push/v1/notify`).
+    static func matrixPusher(_ value: JSONValue?) throws(ValidationError) -> MatrixPusher? {
+        guard let value else { return nil }
+        let fields = try FieldReader(value)
+        let appId = try fields.optionalString("appId", maxLength: MatrixNotification.maxAppIdBytes)
+        let pushkey = try fields.optionalString("pushkey", maxLength: MatrixNotification.maxPushkeyBytes)
+        guard let appId, let pushkey else {
+            throw ValidationError(.missingField, field: "matrix", "'matrix' needs 'appId' and 'pushkey'")
+        }
+        return MatrixPusher(appId: appId, pushkey: pushkey)
     }
 
     /// `DELETE /v1/users/{userId}/devices/{deviceId}`: 204 whether or not it existed (idempotent).

@@ -17,6 +17,25 @@ extension RelayAPI {
         // The fingerprint covers the parsed, canonicalized request, so member order, spacing or
         // escaping differences in a retry do not count as "another body".
         let fingerprint = Crypto.sha256(json.canonical.serialized)
+        submit(message, fingerprint: fingerprint, reply) { outcome in
+            switch outcome {
+            case .accepted(let recipients):
+                reply.json(202, Self.acceptedBody(id: message.id, recipients))
+            case .replay(let recipients):
+                reply.json(200, Self.acceptedBody(id: message.id, recipients))
+            case .conflict:
+                throw APIError(
+                    409, "idempotency_conflict", "a message with this id was already accepted with a different body")
+            }
+        }
+    }
+
+    /// Stores a message (next group commit) with a snapshot of its recipients' online devices,
+    /// fans it out live once committed, then hands the outcome to `done`.
+    func submit(
+        _ message: IncomingMessage, fingerprint: [UInt8], _ reply: Reply,
+        done: @escaping @Sendable (AcceptOutcome) throws -> Void
+    ) {
         let metrics = self.metrics
         let live = self.live
         let createdAt = now()
@@ -28,18 +47,11 @@ extension RelayAPI {
         store.accept(
             NewMessage(message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery, online: online),
             completion: onStore(reply) { (outcome: AcceptOutcome) in
-                switch outcome {
-                case .accepted(let recipients):
+                if case .accepted(let recipients) = outcome {
                     metrics.recordAccepted(recipients: recipients.count)
                     live.publish(message, recipients: recipients, createdAt: createdAt)
-                    reply.json(202, Self.acceptedBody(id: message.id, recipients))
-                case .replay(let recipients):
-                    reply.json(200, Self.acceptedBody(id: message.id, recipients))
-                case .conflict:
-                    throw APIError(
-                        409, "idempotency_conflict",
-                        "a message with this id was already accepted with a different body")
                 }
+                try done(outcome)
             })
     }
 

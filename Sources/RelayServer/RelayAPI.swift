@@ -33,6 +33,9 @@ package final class RelayAPI: Sendable {
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
     let shuttingDown = Atomic<Bool>(false)
 
+    /// The Matrix Push Gateway endpoint (its secret path segment is the credential).
+    static let matrixNotifyRoute = "/matrix/{secret}/_matrix/push/v1/notify"
+
     /// The route table; `openapi.yaml` must list exactly these (a test checks).
     static let router: Router<Handler> = {
         var router = Router<Handler>()
@@ -55,6 +58,9 @@ package final class RelayAPI: Sendable {
         }
         router.add("POST", "/v1/presence/query") { api, request, reply in
             try api.queryPresence(request, reply)
+        }
+        router.add("POST", matrixNotifyRoute) { api, request, reply in
+            try api.matrixNotify(request, reply)
         }
         router.add("GET", "/v1/stats") { api, request, reply in try api.getStats(request, reply) }
         router.add("POST", "/v1/signals") { api, request, reply in try api.postSignal(request, reply) }
@@ -131,9 +137,20 @@ package final class RelayAPI: Sendable {
 
     /// Sees the head of every request that declares a body: without a valid credential it is
     /// answered 401 at once and its body never read, so that nobody without a key or token can
-    /// make the relay buffer bodies. (Every body-carrying endpoint needs a credential.)
+    /// make the relay buffer bodies. (Every body-carrying endpoint needs a credential; the
+    /// Matrix gateway's is its secret path segment, checked here the same way.)
     package func checkHead(_ request: HTTPRequest) -> HTTPResponse? {
-        do {
+        do throws(APIError) {
+            if case .found(_, let pattern, let parameters) = Self.router.match(
+                method: request.method, path: request.path),
+                pattern == Self.matrixNotifyRoute
+            {
+                guard
+                    Authenticator.matrixSecretMatches(
+                        presented: parameters["secret"] ?? "", configured: config.matrixNotifySecret)
+                else { throw APIError.notFound("no such endpoint") }
+                return nil
+            }
             _ = try auth.verify(credential: Authenticator.bearer(request))
             return nil
         } catch {

@@ -65,6 +65,9 @@ package struct RelayConfig: Sendable, Equatable {
     package var accessLog = true
     /// Bearer key for `/metrics`; nil leaves it open (bind to loopback or protect at the proxy).
     package var metricsKey: String?
+    /// Turns on the Matrix push gateway at `/matrix/<secret>/_matrix/push/v1/notify` (the
+    /// homeserver cannot send a bearer key; the URL is the credential). Nil: off (404).
+    package var matrixNotifySecret: String?
     /// A WebSocket peer silent this long (no data, no pong) is dropped and goes offline.
     package var wsDeadAfterMs: Int64 = 60_000
     /// Bytes queued for a WebSocket that does not read before it is closed with 1008 (it resumes

@@ -112,6 +112,15 @@ enum Migrations {
             PRIMARY KEY(user_id, device_id)
         ) WITHOUT ROWID;
         """,
+        // 5: Matrix pushers (a device may carry the homeserver's app id and pushkey; one device
+        // per pushkey), and a badge a push carries instead of the relay's unread count.
+        """
+        ALTER TABLE devices ADD COLUMN matrix_app_id TEXT;
+        ALTER TABLE devices ADD COLUMN matrix_pushkey TEXT;
+        CREATE UNIQUE INDEX devices_by_matrix_pushkey ON devices(matrix_app_id, matrix_pushkey)
+            WHERE matrix_pushkey IS NOT NULL;
+        ALTER TABLE push_jobs ADD COLUMN badge INTEGER;
+        """,
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.

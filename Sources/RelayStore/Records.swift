@@ -105,11 +105,14 @@ package struct Device: Sendable, Equatable {
     package var disabledReason: String?
     package var createdAt: Timestamp
     package var updatedAt: Timestamp
+    /// The Matrix pusher this device stands for, if any.
+    package var matrix: MatrixPusher?
 
     package init(
         userId: String, deviceId: String, pushURL: String, platform: String?, contentFree: Bool, active: Bool = true,
-        disabledReason: String? = nil, createdAt: Timestamp, updatedAt: Timestamp
+        disabledReason: String? = nil, createdAt: Timestamp, updatedAt: Timestamp, matrix: MatrixPusher? = nil
     ) {
+        self.matrix = matrix
         self.userId = userId
         self.deviceId = deviceId
         self.pushURL = pushURL
@@ -119,6 +122,17 @@ package struct Device: Sendable, Equatable {
         self.disabledReason = disabledReason
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+    }
+}
+
+/// A Matrix pusher's identity (`app_id`, `pushkey`), as the homeserver's notifies name it.
+package struct MatrixPusher: Sendable, Equatable {
+    package var appId: String
+    package var pushkey: String
+
+    package init(appId: String, pushkey: String) {
+        self.appId = appId
+        self.pushkey = pushkey
     }
 }
 

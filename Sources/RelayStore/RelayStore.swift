@@ -27,6 +27,13 @@ package protocol RelayStore: Sendable {
     /// Every device whose tokens were revoked, and up to when.
     func tokenRevocations() throws(StoreError) -> [TokenRevocation]
     func devices(userId: String) throws(StoreError) -> [Device]
+    /// The device carrying this Matrix pusher, active or disabled.
+    func device(matrixAppId: String, pushkey: String) throws(StoreError) -> Device?
+    /// A badge-only push for one device (a Matrix notify without an event): a `clear` push
+    /// carrying `badge` as its unread count; it replaces one still pending.
+    func queueBadge(
+        userId: String, deviceId: String, badge: Int64, now: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
 
     /// Persists when a device was last seen online (it survives restarts).
     func recordLastOnline(

@@ -88,13 +88,13 @@ extension SQLiteStore {
             try db.run(
                 """
                 INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key, state,
-                    due_at, expires_at, created_at, updated_at)
-                VALUES ('msg_' || lower(hex(randomblob(12))), 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                    due_at, expires_at, created_at, updated_at, badge)
+                VALUES ('msg_' || lower(hex(randomblob(12))), 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(userId), .text(deviceId), .text(message.id), .int(seq), .optional(message.collapseKey),
                     .int(due), .int(expiresAt.milliseconds), .int(now.milliseconds),
-                    .int(now.milliseconds),
+                    .int(now.milliseconds), message.badge.map { .int($0) } ?? .null,
                 ])
         }
         return !devices.isEmpty
@@ -143,7 +143,7 @@ extension SQLiteStore {
                 try db.query(
                     """
                     SELECT j.id, j.webhook_id, j.kind, j.message_id, j.seq, j.collapse_key, j.attempts, j.expires_at,
-                        d.push_url, d.content_free, m.priority, m.push, i.head_seq - i.ack_seq
+                        d.push_url, d.content_free, m.priority, m.push, i.head_seq - i.ack_seq, j.badge
                     FROM push_jobs j
                     JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
                     LEFT JOIN messages m ON m.id = j.message_id
@@ -155,11 +155,13 @@ extension SQLiteStore {
                     let seq = row.int64(4)
                     let kind = PushKind(rawValue: row.text(2)) ?? .message
                     let priority = row.optionalText(10).flatMap(Priority.init) ?? .normal
+                    // A homeserver's badge (Matrix `counts.unread`) wins over the relay's count.
+                    let badge: Int64? = row.isNull(13) ? nil : row.int64(13)
                     guard var current = batch else {
                         batch = PushBatch(
                             userId: userId, deviceId: deviceId, pushURL: row.text(8), contentFree: row.int64(9) != 0,
                             jobIds: [row.int64(0)], webhookId: row.text(1), kind: kind, seqFrom: seq, seqTo: seq,
-                            messageId: row.optionalText(3), unread: max(0, row.int64(12)), priority: priority,
+                            messageId: row.optionalText(3), unread: badge ?? max(0, row.int64(12)), priority: priority,
                             collapseKey: row.optionalText(5), push: row.isNull(11) ? nil : row.bytes(11),
                             attempts: Int(row.int64(6)), expiresAt: Timestamp(milliseconds: row.int64(7)))
                         return
@@ -175,6 +177,7 @@ extension SQLiteStore {
                         current.collapseKey = row.optionalText(5)
                         current.push = row.isNull(11) ? nil : row.bytes(11)
                         if priority == .high { current.priority = .high }
+                        if let badge { current.unread = badge }
                     }
                     batch = current
                 }
@@ -357,6 +360,32 @@ extension SQLiteStore {
             try db.query(sql, bindings) { records.append(Self.deliveryRecord($0)) }
             return records
         }
+    }
+
+    package func queueBadge(
+        userId: String, deviceId: String, badge: Int64, now: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db in
+                let time = now.milliseconds
+                try db.run(
+                    """
+                    UPDATE push_jobs SET state = 'cancelled', last_error = 'superseded', updated_at = ?
+                    WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'clear'
+                    """, [.int(time), .text(userId), .text(deviceId)])
+                try db.run(
+                    """
+                    INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
+                        created_at, updated_at, badge)
+                    VALUES ('clr_' || lower(hex(randomblob(12))), 'clear', ?, ?, NULL,
+                        COALESCE((SELECT ack_seq FROM inboxes WHERE user_id = ?), 0), 'pending', ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        .text(userId), .text(deviceId), .text(userId), .int(time), .int(time + 86_400_000), .int(time),
+                        .int(time), .int(badge),
+                    ])
+            }, completion: completion)
     }
 
     package func deliveries(messageId: String) throws(StoreError) -> [DeliveryRecord] {

@@ -285,19 +285,30 @@ package final class SQLiteStore: RelayStore {
                 ) { createdAt = $0.int64(0) }
                 var stored = device
                 if let createdAt { stored.createdAt = Timestamp(milliseconds: createdAt) }
+                if let matrix = device.matrix {
+                    // One device per pushkey: the newest registration takes it over (the app
+                    // was reinstalled, or the user signed in on another account).
+                    try db.run(
+                        """
+                        UPDATE devices SET matrix_app_id = NULL, matrix_pushkey = NULL
+                        WHERE matrix_app_id = ? AND matrix_pushkey = ? AND NOT (user_id = ? AND device_id = ?)
+                        """, [.text(matrix.appId), .text(matrix.pushkey), .text(device.userId), .text(device.deviceId)])
+                }
                 try db.run(
                     """
                     INSERT INTO devices(user_id, device_id, push_url, platform, content_free, active, disabled_reason,
-                        created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, 1, NULL, ?, ?)
+                        created_at, updated_at, matrix_app_id, matrix_pushkey)
+                    VALUES (?, ?, ?, ?, ?, 1, NULL, ?, ?, ?, ?)
                     ON CONFLICT(user_id, device_id) DO UPDATE SET push_url = excluded.push_url,
                         platform = excluded.platform, content_free = excluded.content_free, active = 1,
-                        disabled_reason = NULL, updated_at = excluded.updated_at
+                        disabled_reason = NULL, updated_at = excluded.updated_at,
+                        matrix_app_id = excluded.matrix_app_id, matrix_pushkey = excluded.matrix_pushkey
                     """,
                     [
                         .text(device.userId), .text(device.deviceId), .text(device.pushURL), .optional(device.platform),
                         .int(device.contentFree ? 1 : 0), .int(stored.createdAt.milliseconds),
-                        .int(device.updatedAt.milliseconds),
+                        .int(device.updatedAt.milliseconds), .optional(device.matrix?.appId),
+                        .optional(device.matrix?.pushkey),
                     ])
                 stored.active = true
                 stored.disabledReason = nil
@@ -343,21 +354,37 @@ package final class SQLiteStore: RelayStore {
     package func devices(userId: String) throws(StoreError) -> [Device] {
         try read { db in
             var devices: [Device] = []
-            try db.query(
-                """
-                SELECT device_id, push_url, platform, content_free, active, disabled_reason, created_at, updated_at
-                FROM devices WHERE user_id = ? ORDER BY device_id
-                """, [.text(userId)]
-            ) { row in
-                devices.append(
-                    Device(
-                        userId: userId, deviceId: row.text(0), pushURL: row.text(1), platform: row.optionalText(2),
-                        contentFree: row.int64(3) != 0, active: row.int64(4) != 0, disabledReason: row.optionalText(5),
-                        createdAt: Timestamp(milliseconds: row.int64(6)),
-                        updatedAt: Timestamp(milliseconds: row.int64(7))))
+            try db.query("SELECT \(Self.deviceColumns) WHERE user_id = ? ORDER BY device_id", [.text(userId)]) {
+                devices.append(Self.device($0))
             }
             return devices
         }
+    }
+
+    package func device(matrixAppId appId: String, pushkey: String) throws(StoreError) -> Device? {
+        try read { db in
+            var found: Device?
+            try db.query(
+                "SELECT \(Self.deviceColumns) WHERE matrix_app_id = ? AND matrix_pushkey = ?",
+                [.text(appId), .text(pushkey)]
+            ) { found = Self.device($0) }
+            return found
+        }
+    }
+
+    static let deviceColumns = """
+        user_id, device_id, push_url, platform, content_free, active, disabled_reason, created_at, updated_at,
+            matrix_app_id, matrix_pushkey FROM devices
+        """
+
+    static func device(_ row: SQLiteStatement) -> Device {
+        Device(
+            userId: row.text(0), deviceId: row.text(1), pushURL: row.text(2), platform: row.optionalText(3),
+            contentFree: row.int64(4) != 0, active: row.int64(5) != 0, disabledReason: row.optionalText(6),
+            createdAt: Timestamp(milliseconds: row.int64(7)), updatedAt: Timestamp(milliseconds: row.int64(8)),
+            matrix: row.optionalText(9).flatMap { appId in
+                row.optionalText(10).map { MatrixPusher(appId: appId, pushkey: $0) }
+            })
     }
 
     // MARK: Presence

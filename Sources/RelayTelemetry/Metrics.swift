@@ -35,6 +35,8 @@ package final class Metrics: Sendable {
         var events: [String: UInt64] = [:]
         var pushes: [String: UInt64] = [:]
         var signals: [SignalOutcome: UInt64] = [:]
+        var matrixNotifies: UInt64 = 0
+        var matrixRejected: UInt64 = 0
         var pushLatency = Histogram(bounds: Metrics.latencyBounds)
         var gauges: [(name: String, help: String, read: @Sendable () -> Int)] = []
         var families: [(name: String, help: String, read: @Sendable () -> [(labels: String, value: Int)])] = []
@@ -103,6 +105,14 @@ package final class Metrics: Sendable {
         }
     }
 
+    /// A Matrix notify was answered, `rejected` of its pushkeys unknown or disabled.
+    package func recordMatrixNotify(rejected: Int) {
+        state.withLock { state in
+            state.matrixNotifies += 1
+            state.matrixRejected += UInt64(max(0, rejected))
+        }
+    }
+
     package func recordSignal(_ outcome: SignalOutcome, count: Int = 1) {
         state.withLock { $0.signals[outcome, default: 0] += UInt64(max(0, count)) }
     }
@@ -167,6 +177,12 @@ package final class Metrics: Sendable {
         for (type, count) in snapshot.events.sorted(by: { $0.key < $1.key }) {
             out += "pushrelay_events_total{type=\"\(type)\"} \(count)\n"
         }
+        out += "# HELP pushrelay_matrix_notifies_total Matrix Push Gateway notifies answered.\n"
+        out += "# TYPE pushrelay_matrix_notifies_total counter\n"
+        out += "pushrelay_matrix_notifies_total \(snapshot.matrixNotifies)\n"
+        out += "# HELP pushrelay_matrix_pushkeys_rejected_total Pushkeys answered as rejected (unknown or disabled).\n"
+        out += "# TYPE pushrelay_matrix_pushkeys_rejected_total counter\n"
+        out += "pushrelay_matrix_pushkeys_rejected_total \(snapshot.matrixRejected)\n"
         out += "# HELP pushrelay_signals_total Ephemeral signals (typing and the like) by outcome.\n"
         out += "# TYPE pushrelay_signals_total counter\n"
         for outcome in SignalOutcome.allCases {
