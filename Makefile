@@ -15,6 +15,9 @@ DEV_PUSH_ALLOWED_HOSTS := 127.0.0.1:*,[::1]:*
 # Python test peers, installed from PyPI into a virtual environment.
 VENV := .venv
 PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 selenium==4.51.0
+# A real Matrix homeserver for the push gateway test, in its own environment (its pins are its own).
+SYNAPSE_VENV := .venv-synapse
+SYNAPSE_PACKAGE := matrix-synapse==1.163.2
 
 .PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
 
@@ -57,9 +60,15 @@ $(VENV)/.installed: Makefile
 	$(VENV)/bin/pip install -q --disable-pip-version-check $(PY_PACKAGES)
 	touch $@
 
+$(SYNAPSE_VENV)/.installed: Makefile
+	@command -v python3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv; }
+	python3 -m venv $(SYNAPSE_VENV)
+	$(SYNAPSE_VENV)/bin/pip install -q --disable-pip-version-check $(SYNAPSE_PACKAGE)
+	touch $@
+
 ## test: build and run every test (unit and end-to-end against the real binary, python peers
 ## for the WebSocket and the push webhooks, a short fuzz run)
-test: deps $(VENV)/.installed
+test: deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
@@ -71,6 +80,7 @@ test: deps $(VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/matrix_peer.py .build/debug/pushrelay $(SYNAPSE_VENV)
 	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan

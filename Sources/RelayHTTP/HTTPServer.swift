@@ -173,6 +173,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         if expectsBody, let headCheck = server.headCheck {
             let head = HTTPRequest(
                 method: context.method, path: context.path,
+                query: collect(connection, .GET_ARGUMENT_KIND, lowercased: false),
                 headers: collect(connection, .HEADER_KIND, lowercased: true),
                 id: context.id, remoteAddress: describe(address: pr_mhd_client_address(connection)))
             if let refusal = headCheck(head) {

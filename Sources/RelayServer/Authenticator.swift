@@ -79,8 +79,8 @@ package struct Authenticator: Sendable {
         return claims
     }
 
-    /// The Matrix push gateway: a homeserver sends no bearer key, so the secret path segment is
-    /// the credential (compared in constant time); rate-limited like a server key. A wrong or
+    /// The Matrix push gateway: a homeserver sends no bearer key, so the `secret` query parameter
+    /// is the credential (compared in constant time); rate-limited like a server key. A wrong or
     /// unset secret is 404, as if the endpoint did not exist.
     package func requireMatrixGateway(presented: String, configured: String?) throws(APIError) {
         guard Self.matrixSecretMatches(presented: presented, configured: configured) else {

@@ -5,8 +5,9 @@ import RelayStore
 import RelayTelemetry
 
 extension RelayAPI {
-    /// `POST /matrix/{secret}/_matrix/push/v1/notify`: the Matrix Push Gateway API. A homeserver
-    /// (Synapse's HTTP pusher) points a pusher's `url` here. Each addressed pusher must be a
+    /// `POST /_matrix/push/v1/notify?secret=…`: the Matrix Push Gateway API. A homeserver
+    /// (Synapse's HTTP pusher) points a pusher's `url` here; the path must be exactly this (Synapse
+    /// refuses any other), so the credential travels as the `secret` query parameter. Each addressed pusher must be a
     /// device registered with its `matrix` identity; the others come back in `rejected` (and
     /// so do disabled ones), so that the homeserver deletes those pushers.
     ///
@@ -16,7 +17,8 @@ extension RelayAPI {
     /// homeserver's `counts.unread` as the badge. Without one (a read receipt lowered the count),
     /// each device gets a badge-only `clear` push and nothing is stored.
     func matrixNotify(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
-        try auth.requireMatrixGateway(presented: request.parameter("secret"), configured: config.matrixNotifySecret)
+        try auth.requireMatrixGateway(
+            presented: request.queryValue("secret") ?? "", configured: config.matrixNotifySecret)
         let json = try request.jsonBody()
         let notification = try APIError.validating { () throws(ValidationError) in try MatrixNotification(json: json) }
         var rejected: [String] = []

@@ -33,8 +33,9 @@ package final class RelayAPI: Sendable {
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
     let shuttingDown = Atomic<Bool>(false)
 
-    /// The Matrix Push Gateway endpoint (its secret path segment is the credential).
-    static let matrixNotifyRoute = "/matrix/{secret}/_matrix/push/v1/notify"
+    /// The Matrix Push Gateway endpoint (its `secret` query parameter is the credential: Synapse
+    /// insists on exactly this path).
+    static let matrixNotifyRoute = "/_matrix/push/v1/notify"
 
     /// The route table; `openapi.yaml` must list exactly these (a test checks).
     static let router: Router<Handler> = {
@@ -138,16 +139,15 @@ package final class RelayAPI: Sendable {
     /// Sees the head of every request that declares a body: without a valid credential it is
     /// answered 401 at once and its body never read, so that nobody without a key or token can
     /// make the relay buffer bodies. (Every body-carrying endpoint needs a credential; the
-    /// Matrix gateway's is its secret path segment, checked here the same way.)
+    /// Matrix gateway's is its `secret` query parameter, checked here the same way.)
     package func checkHead(_ request: HTTPRequest) -> HTTPResponse? {
         do throws(APIError) {
-            if case .found(_, let pattern, let parameters) = Self.router.match(
-                method: request.method, path: request.path),
+            if case .found(_, let pattern, _) = Self.router.match(method: request.method, path: request.path),
                 pattern == Self.matrixNotifyRoute
             {
                 guard
                     Authenticator.matrixSecretMatches(
-                        presented: parameters["secret"] ?? "", configured: config.matrixNotifySecret)
+                        presented: request.queryValue("secret") ?? "", configured: config.matrixNotifySecret)
                 else { throw APIError.notFound("no such endpoint") }
                 return nil
             }

@@ -65,7 +65,7 @@ package struct RelayConfig: Sendable, Equatable {
     package var accessLog = true
     /// Bearer key for `/metrics`; nil leaves it open (bind to loopback or protect at the proxy).
     package var metricsKey: String?
-    /// Turns on the Matrix push gateway at `/matrix/<secret>/_matrix/push/v1/notify` (the
+    /// Turns on the Matrix push gateway at `/_matrix/push/v1/notify?secret=<secret>` (the
     /// homeserver cannot send a bearer key; the URL is the credential). Nil: off (404).
     package var matrixNotifySecret: String?
     /// A WebSocket peer silent this long (no data, no pong) is dropped and goes offline.

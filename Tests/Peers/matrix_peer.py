@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""A real Matrix homeserver drives the relay: Synapse (from PyPI, SQLite, loopback, no
+federation) with an HTTP pusher pointed at the relay's Push Gateway endpoint.
+
+    matrix_peer.py RELAY_BINARY SYNAPSE_VENV
+
+Two users, alice and bob, share a room; alice's pusher goes through a small proxy (so that one
+answer can be made to fail) to `POST /_matrix/push/v1/notify?secret=…`; alice's relay
+device carries that pusher's identity and a push URL on a local receiver. If Synapse cannot
+start, the checks fail: nothing is skipped."""
+import asyncio
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import websockets
+
+from relaypeer import QuietServer, Relay, call, registry, run_checks, wait_for
+
+KEY = "matrix-test-server-key"
+GATEWAY_SECRET = "gateway-secret-0123456789"
+SECRET_BYTES = b"0123456789abcdef0123456789abcdef"
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(SECRET_BYTES).decode()
+APP_ID = "org.pushrelay.test"
+PUSHKEY = "alice-pushkey-1"
+checks, check = registry()
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Receiver(QuietServer):
+    """Stands in for APNs/FCM: records pushes; answers a status per path (default 204)."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), ReceiverHandler)
+        self.lock = threading.Lock()
+        self.pushes = []  # (path, headers, body)
+        self.status = {}
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def base(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def bodies(self, path):
+        with self.lock:
+            return [json.loads(body) for p, _, body in self.pushes if p == path]
+
+
+class ReceiverHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        with self.server.lock:
+            self.server.pushes.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            status = self.server.status.get(self.path, 204)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+class Proxy(QuietServer):
+    """Between Synapse and the relay: forwards every notify; `fail_next` makes it answer 503 to
+    Synapse once *after* the relay took the notify (the relay's answer is lost, as when a
+    connection breaks), so that Synapse retries a notify the relay already has."""
+
+    def __init__(self, target):
+        super().__init__(("127.0.0.1", 0), ProxyHandler)
+        self.target = target
+        self.lock = threading.Lock()
+        self.fail_next = False
+        self.forwarded = []  # (event_id, status)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def base(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class ProxyHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        request = urllib.request.Request(self.server.target + self.path, data=body, method="POST")
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                status, answer = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, answer = error.code, error.read()
+        event = json.loads(body).get("notification", {}).get("event_id")
+        with self.server.lock:
+            self.server.forwarded.append((event, status))
+            if self.server.fail_next and event:
+                self.server.fail_next = False
+                status, answer = 503, b'{"errcode":"M_UNKNOWN","error":"proxy: made to fail once"}'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+
+class Synapse:
+    """A homeserver in a temporary directory: config generated, then made fit for the test."""
+
+    def __init__(self, venv):
+        self.venv = venv
+        self.dir = tempfile.mkdtemp(prefix="pushrelay-synapse-")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        config = os.path.join(self.dir, "hs.yaml")
+        python = os.path.join(venv, "bin", "python")
+        subprocess.run([python, "-m", "synapse.app.homeserver", "--server-name", "localhost", "--config-path", config,
+                        "--data-directory", self.dir, "--generate-config", "--report-stats=no"],
+                       check=True, capture_output=True, timeout=120)
+        text = open(config).read()
+        text = re.sub(r"port: 8008", f"port: {self.port}", text)
+        text = re.sub(r"bind_addresses: \[.*\]", "bind_addresses: ['127.0.0.1']", text)
+        text += "\n".join([
+            "", "registration_shared_secret: 'matrix-peer-registration'", "trusted_key_servers: []",
+            "suppress_key_server_warning: true",
+            # Synapse refuses to push to private addresses unless they are listed.
+            "ip_range_whitelist: ['127.0.0.1']",
+            "rc_message: {per_second: 1000, burst_count: 1000}",
+            "rc_login: {address: {per_second: 1000, burst_count: 1000}, account: {per_second: 1000, burst_count: 1000}}",
+            "rc_registration: {per_second: 1000, burst_count: 1000}", ""])
+        open(config, "w").write(text)
+        self.config = config
+        self.log = open(os.path.join(self.dir, "out.log"), "w")
+        started = time.monotonic()
+        self.proc = subprocess.Popen([python, "-m", "synapse.app.homeserver", "-c", config], stdout=self.log,
+                                     stderr=subprocess.STDOUT, cwd=self.dir)
+        if not wait_for(self.ready, 90):
+            self.stop()
+            raise RuntimeError("Synapse did not start within 90 s: " + open(os.path.join(self.dir, "out.log")).read()[-2000:])
+        self.startup = time.monotonic() - started
+
+    def ready(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("Synapse exited: " + open(os.path.join(self.dir, "out.log")).read()[-2000:])
+        try:
+            return urllib.request.urlopen(self.base + "/_matrix/client/versions", timeout=2).status == 200
+        except OSError:
+            return False
+
+    def register(self, user, password):
+        subprocess.run([os.path.join(self.venv, "bin", "register_new_matrix_user"), "-u", user, "-p", password,
+                        "--no-admin", "-c", self.config, self.base], check=True, capture_output=True, timeout=60)
+        status, body = call(self.base, "POST", "/_matrix/client/v3/login", {
+            "type": "m.login.password", "identifier": {"type": "m.id.user", "user": user}, "password": password})
+        assert status == 200, body
+        return body["access_token"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class World:
+    def __init__(self, binary, venv):
+        self.receiver = Receiver()
+        self.relay = Relay(binary, "--matrix-notify-secret", GATEWAY_SECRET, "--webhook-secret", WEBHOOK_SECRET,
+                           "--push-delay-ms", "200", "--ack-timeout-ms", "1500", key=KEY)
+        self.proxy = Proxy(self.relay.base)
+        self.synapse = Synapse(venv)
+        self.alice = self.synapse.register("alice", "alice-password")
+        self.bob = self.synapse.register("bob", "bob-password")
+        status, room = call(self.synapse.base, "POST", "/_matrix/client/v3/createRoom",
+                            {"preset": "private_chat", "invite": ["@bob:localhost"], "is_direct": True}, token=self.alice)
+        assert status == 200, room
+        self.room = room["room_id"]
+        status, body = call(self.synapse.base, "POST", f"/_matrix/client/v3/join/{self.room}", {}, token=self.bob)
+        assert status == 200, body
+        status, body = self.relay.http("PUT", "/v1/users/alice/devices/phone", {
+            "pushUrl": self.receiver.base + "/alice/phone", "matrix": {"appId": APP_ID, "pushkey": PUSHKEY}})
+        assert status in (200, 201), body
+        assert body["matrix"] == {"appId": APP_ID, "pushkey": PUSHKEY}, body
+        status, body = call(self.synapse.base, "POST", "/_matrix/client/v3/pushers/set", {
+            "kind": "http", "app_id": APP_ID, "pushkey": PUSHKEY, "app_display_name": "PushRelay test",
+            "device_display_name": "phone", "lang": "en",
+            "data": {"url": f"{self.proxy.base}/_matrix/push/v1/notify?secret={GATEWAY_SECRET}"}}, token=self.alice)
+        assert status == 200, body
+        self.txn = 0
+
+    def bob_says(self, text):
+        self.txn += 1
+        status, body = call(self.synapse.base, "PUT",
+                            f"/_matrix/client/v3/rooms/{self.room}/send/m.room.message/t{self.txn}-{time.time()}",
+                            {"msgtype": "m.text", "body": text}, token=self.bob)
+        assert status == 200, body
+        return body["event_id"]
+
+    def pushes_with(self, text):
+        return [p for p in self.receiver.bodies("/alice/phone") if (p.get("push") or {}).get("body") == text]
+
+    def inbox(self):
+        status, page = self.relay.http("GET", "/v1/users/alice/messages?after=0&limit=1000")
+        assert status == 200, page
+        return page["messages"]
+
+    def close(self):
+        self.synapse.stop()
+        self.relay.stop()
+        self.proxy.shutdown()
+        self.receiver.shutdown()
+
+
+def verify(headers, body):
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    expected = base64.b64encode(hmac.new(SECRET_BYTES, signed, hashlib.sha256).digest()).decode()
+    assert f"v1,{expected}" in headers["webhook-signature"].split(), headers
+
+
+@check("a message from bob while alice is offline reaches her device as a signed push: title, body, badge")
+def offline_push(world):
+    event = world.bob_says("hello alice")
+    assert wait_for(lambda: world.pushes_with("hello alice"), 20), world.receiver.bodies("/alice/phone")
+    push = world.pushes_with("hello alice")[0]
+    with world.receiver.lock:
+        headers, body = next((h, b) for p, h, b in world.receiver.pushes if json.loads(b) == push)
+    verify(headers, body)
+    assert push["type"] == "message" and push["userId"] == "alice" and push["deviceId"] == "phone", push
+    assert push["push"]["title"] == "bob", push
+    assert push["push"]["data"]["event_id"] == event and push["push"]["data"]["room_id"] == world.room, push
+    assert push["unread"] == 1, push  # Synapse's own count (counts.unread), not the relay's
+    assert push["priority"] == "high", push
+    [message] = [m for m in world.inbox() if m["payload"].get("event_id") == event]
+    assert message["payload"]["content"]["body"] == "hello alice" and message["conversationId"] == world.room
+    return f"pushed with title {push['push']['title']!r}, badge {push['unread']} (Synapse started in {world.synapse.startup:.1f} s)"
+
+
+@check("the same message while alice's device is live on its WebSocket is delivered live and not pushed")
+def live_not_pushed(world):
+    status, token = world.relay.http("POST", "/v1/tokens", {"userId": "alice", "deviceId": "phone"})
+    assert status == 200, token
+
+    async def scenario():
+        url = world.relay.base.replace("http://", "ws://") + "/v1/ws?after=1000000&access_token=" + token["token"]
+        async with websockets.connect(url) as ws:
+            while json.loads(await ws.recv())["type"] != "synced":
+                pass
+            world.bob_says("are you there?")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), deadline - time.monotonic()))
+                if frame["type"] == "message" and frame["payload"].get("content", {}).get("body") == "are you there?":
+                    await ws.send(json.dumps({"type": "ack", "seq": frame["seq"]}))
+                    await asyncio.sleep(3)  # past the 1.5 s ack timeout: a push would have gone out
+                    return frame
+            raise AssertionError("no live frame")
+    frame = asyncio.run(scenario())
+    assert not world.pushes_with("are you there?"), world.pushes_with("are you there?")
+    return f"live frame seq {frame['seq']}, acked, no push"
+
+
+@check("Synapse retrying a notify the relay already took (503 once) makes one inbox message")
+def retry_is_idempotent(world):
+    with world.proxy.lock:
+        world.proxy.fail_next = True
+    event = world.bob_says("retry me")
+    assert wait_for(lambda: sum(1 for e, _ in world.proxy.forwarded if e == event) >= 2, 30), world.proxy.forwarded
+    time.sleep(0.5)
+    copies = [m for m in world.inbox() if m["payload"].get("event_id") == event]
+    assert len(copies) == 1, copies
+    assert wait_for(lambda: world.pushes_with("retry me"), 10)
+    time.sleep(1)
+    assert len(world.pushes_with("retry me")) == 1, world.pushes_with("retry me")
+    attempts = sum(1 for e, _ in world.proxy.forwarded if e == event)
+    return f"{attempts} notifies for the event, 1 inbox message, 1 push"
+
+
+@check("a disabled device's pushkey comes back in rejected and Synapse removes the pusher")
+def rejected_pusher_is_removed(world):
+    world.receiver.status["/alice/phone"] = 410  # the push service says the app is gone
+    world.bob_says("anyone?")
+    assert wait_for(lambda: world.relay.http("GET", "/v1/users/alice/devices")[1]["devices"][0]["state"] == "disabled", 20)
+    world.bob_says("hello?")
+
+    def pushers():
+        status, body = call(world.synapse.base, "GET", "/_matrix/client/v3/pushers", token=world.alice)
+        assert status == 200, body
+        return body["pushers"]
+    assert wait_for(lambda: not pushers(), 30), pushers()
+    status, answer = world.relay.http("POST", f"/_matrix/push/v1/notify?secret={GATEWAY_SECRET}", {
+        "notification": {"event_id": "$x", "devices": [{"app_id": APP_ID, "pushkey": PUSHKEY}]}})
+    assert status == 200 and answer == {"rejected": [PUSHKEY]}, answer
+    status, _ = world.relay.http("POST", "/_matrix/push/v1/notify?secret=wrong-secret-0123456789", {
+        "notification": {"devices": [{"app_id": APP_ID, "pushkey": PUSHKEY}]}})
+    assert status == 404, status
+    return "pusher removed by Synapse; a wrong secret gets 404"
+
+
+def main(argv):
+    binary, venv = argv[1], argv[2]
+    try:
+        world = World(binary, venv)
+    except Exception as error:  # a homeserver that cannot start fails the run, loudly
+        print(f"FAILED to set up Synapse and the relay: {error}")
+        return 1
+    try:
+        return run_checks(checks, lambda fn: fn(world))
+    finally:
+        world.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
