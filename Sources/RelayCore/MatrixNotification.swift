@@ -29,46 +29,69 @@ public struct MatrixNotification: Sendable, Equatable {
     public var devices: [Device]
 
     public static let maxDevices = 100
-    public static let maxAppIdBytes = 64
-    public static let maxPushkeyBytes = 512
+    public static let maxAppIdCharacters = 64
+    public static let maxPushkeyCharacters = 512
+    static let maxFieldCharacters = 255
 
     public init(json: JSONValue) throws(ValidationError) {
         guard let notification = json["notification"], case .object = notification else {
             throw ValidationError(.missingField, field: "notification", "'notification' must be an object")
         }
-        let fields = try FieldReader(notification)
-        eventId = try fields.optionalString("event_id", maxLength: 255)
-        roomId = try fields.optionalString("room_id", maxLength: 255)
-        type = try fields.optionalString("type", maxLength: 255)
-        sender = try fields.optionalString("sender", maxLength: 255)
-        senderDisplayName = try fields.optionalString("sender_display_name", maxLength: 255)
-        roomName = try fields.optionalString("room_name", maxLength: 255)
-        let contentValue = try fields.optionalObject("content")
+        eventId = try Self.text(notification, "event_id", upTo: Self.maxFieldCharacters)
+        roomId = try Self.text(notification, "room_id", upTo: Self.maxFieldCharacters)
+        type = try Self.text(notification, "type", upTo: Self.maxFieldCharacters)
+        sender = try Self.text(notification, "sender", upTo: Self.maxFieldCharacters)
+        senderDisplayName = try Self.text(notification, "sender_display_name", upTo: Self.maxFieldCharacters)
+        roomName = try Self.text(notification, "room_name", upTo: Self.maxFieldCharacters)
+        let contentValue = try Self.object(notification, "content")
         content = contentValue?.serialized
         body = contentValue?["body"]?.stringValue
         // The spec's default priority is high; `low` is the only other value.
-        highPriority = try fields.optionalString("prio", maxLength: 16) != "low"
-        if let counts = try fields.optionalObject("counts") {
+        highPriority = try Self.text(notification, "prio", upTo: 16) != "low"
+        if let counts = try Self.object(notification, "counts") {
             let countFields = try FieldReader(counts)
             unread = try countFields.optionalInteger("unread", in: 0...Int64(Int32.max))
             missedCalls = try countFields.optionalInteger("missed_calls", in: 0...Int64(Int32.max))
         }
-        guard case .array(let list)? = fields.value("devices"), !list.isEmpty, list.count <= Self.maxDevices else {
+        guard case .array(let list)? = notification["devices"], !list.isEmpty, list.count <= Self.maxDevices else {
             throw ValidationError(
                 .invalidField, field: "devices", "'devices' must be an array of 1 to \(Self.maxDevices) pushers")
         }
         devices = []
         for entry in list {
-            let device = try FieldReader(entry)
-            let appId = try device.string("app_id")
-            let pushkey = try device.string("pushkey")
-            guard appId.utf8.count <= Self.maxAppIdBytes, pushkey.utf8.count <= Self.maxPushkeyBytes else {
-                throw ValidationError(
-                    .invalidField, field: "devices",
-                    "'app_id' is at most \(Self.maxAppIdBytes) bytes, 'pushkey' at most \(Self.maxPushkeyBytes)")
+            guard case .object = entry,
+                let appId = try Self.text(entry, "app_id", upTo: Self.maxAppIdCharacters),
+                let pushkey = try Self.text(entry, "pushkey", upTo: Self.maxPushkeyCharacters)
+            else {
+                throw ValidationError(.missingField, field: "devices", "each pusher needs 'app_id' and 'pushkey'")
             }
-            let format = try device.optionalObject("data")?["format"]?.stringValue
+            let format: String?
+            switch try Self.object(entry, "data")?["format"] {
+            case nil: format = nil
+            case .string(let text)?: format = text
+            default: throw ValidationError(.invalidField, field: "format", "'data.format' must be a string")
+            }
             devices.append(Device(appId: appId, pushkey: pushkey, eventIdOnly: format == "event_id_only"))
+        }
+    }
+
+    /// A string member of 1 to `limit` characters (the spec and openapi.yaml count characters,
+    /// not bytes); nil when absent or null.
+    private static func text(_ object: JSONValue, _ name: String, upTo limit: Int) throws(ValidationError) -> String? {
+        switch object[name] {
+        case nil, .null?: return nil
+        case .string(let text)? where (1...limit).contains(text.unicodeScalars.count): return text
+        default:
+            throw ValidationError(.invalidField, field: name, "'\(name)' must be a string of 1 to \(limit) characters")
+        }
+    }
+
+    /// An object member; nil when absent (null is refused: the spec has none).
+    private static func object(_ object: JSONValue, _ name: String) throws(ValidationError) -> JSONValue? {
+        switch object[name] {
+        case nil: return nil
+        case .object(let members)?: return .object(members)
+        default: throw ValidationError(.invalidField, field: name, "'\(name)' must be an object")
         }
     }
 

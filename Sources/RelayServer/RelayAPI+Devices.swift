@@ -41,10 +41,18 @@ extension RelayAPI {
     static func matrixPusher(_ value: JSONValue?) throws(ValidationError) -> MatrixPusher? {
         guard let value else { return nil }
         let fields = try FieldReader(value)
-        let appId = try fields.optionalString("appId", maxLength: MatrixNotification.maxAppIdBytes)
-        let pushkey = try fields.optionalString("pushkey", maxLength: MatrixNotification.maxPushkeyBytes)
+        let appId = try fields.optionalString("appId", maxLength: 4 * MatrixNotification.maxAppIdCharacters)
+        let pushkey = try fields.optionalString("pushkey", maxLength: 4 * MatrixNotification.maxPushkeyCharacters)
         guard let appId, let pushkey else {
             throw ValidationError(.missingField, field: "matrix", "'matrix' needs 'appId' and 'pushkey'")
+        }
+        guard appId.unicodeScalars.count <= MatrixNotification.maxAppIdCharacters,
+            pushkey.unicodeScalars.count <= MatrixNotification.maxPushkeyCharacters
+        else {
+            throw ValidationError(
+                .invalidField, field: "matrix",
+                "'appId' is at most \(MatrixNotification.maxAppIdCharacters) characters, 'pushkey' at most "
+                    + "\(MatrixNotification.maxPushkeyCharacters)")
         }
         return MatrixPusher(appId: appId, pushkey: pushkey)
     }

@@ -126,11 +126,7 @@ package final class RelayAPI: Sendable {
                 reply.send(APIError(500, "internal_error", "unexpected server error"))
             }
         case .methodNotAllowed(let allowed):
-            reply.send(
-                APIError(
-                    405, "method_not_allowed",
-                    "\(request.method) is not allowed here; use \(allowed.joined(separator: ", "))",
-                    headers: [("Allow", allowed.joined(separator: ", "))]))
+            reply.send(Self.methodNotAllowed(request.method, allowed: allowed))
         case .notFound:
             reply.send(APIError.notFound("no such endpoint: \(request.method) \(request.path)"))
         }
@@ -142,9 +138,12 @@ package final class RelayAPI: Sendable {
     /// Matrix gateway's is its `secret` query parameter, checked here the same way.)
     package func checkHead(_ request: HTTPRequest) -> HTTPResponse? {
         do throws(APIError) {
-            if case .found(_, let pattern, _) = Self.router.match(method: request.method, path: request.path),
-                pattern == Self.matrixNotifyRoute
-            {
+            let match = Self.router.match(method: request.method, path: request.path)
+            // A method the path does not have is 405 whoever asks (the handler would say the same).
+            if case .methodNotAllowed(let allowed) = match {
+                throw Self.methodNotAllowed(request.method, allowed: allowed)
+            }
+            if case .found(_, let pattern, _) = match, pattern == Self.matrixNotifyRoute {
                 guard
                     Authenticator.matrixSecretMatches(
                         presented: request.queryValue("secret") ?? "", configured: config.matrixNotifySecret)
@@ -164,6 +163,12 @@ package final class RelayAPI: Sendable {
             }
             return response
         }
+    }
+
+    static func methodNotAllowed(_ method: String, allowed: [String]) -> APIError {
+        APIError(
+            405, "method_not_allowed", "\(method) is not allowed here; use \(allowed.joined(separator: ", "))",
+            headers: [("Allow", allowed.joined(separator: ", "))])
     }
 
     /// What the access log and the metrics say about a request: its route template or `unmatched`.

@@ -11,7 +11,7 @@ EXAMPLES=${2:-15}
 ST=.venv/bin/schemathesis
 TMP=$(mktemp -d /tmp/pushrelay-contract.XXXXXX)
 "$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys contract-key --log-level warning \
-    --rate-limit-client-per-s 0 \
+    --rate-limit-client-per-s 0 --matrix-notify-secret contract-matrix-secret-0123 \
     >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
@@ -19,8 +19,9 @@ for _ in $(seq 100); do grep -q "listening on" "$TMP/out" && break; sleep 0.1; d
 URL=$(sed -n 's/.*listening on //p' "$TMP/out")
 token() {
     curl -sf -X POST "$URL/v1/tokens" -H 'Authorization: Bearer contract-key' -H 'Content-Type: application/json' \
-        -d "{\"userId\":\"$1\",\"deviceId\":\"alice-phone\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
+        -d "{\"userId\":\"$1\",\"deviceId\":\"contract-device\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
 }
+# Not a device of the spec's examples: the server-key pass deletes those, which revokes their tokens.
 ALICE=$(token alice)
 BOB=$(token bob)
 status=0
