@@ -320,7 +320,7 @@ def rejected_pusher_is_removed(world):
 
 
 def main(argv):
-    binary, venv = argv[1], argv[2]
+    binary, venv = argv[1], os.path.abspath(argv[2])
     try:
         world = World(binary, venv)
     except Exception as error:  # a homeserver that cannot start fails the run, loudly
