@@ -24,6 +24,17 @@ public struct CircuitBreaker: Sendable, Equatable {
         return true
     }
 
+    /// Until when the host is paused, or nil when a delivery could start now (as the probe, if
+    /// the pause is over). Changes nothing: `allows(at:)` takes the go-ahead.
+    public func pausedUntil(at now: Timestamp) -> Int64? {
+        switch state {
+        case .closed: return nil
+        // A probe is in flight: its outcome decides; look again a second later.
+        case .halfOpen: return now.milliseconds + 1000
+        case .open(let until, _): return now >= until ? nil : until.milliseconds
+        }
+    }
+
     /// Whether a delivery may start now; moves an expired pause to half-open (the probe).
     public mutating func allows(at now: Timestamp) -> Bool {
         switch state {

@@ -164,35 +164,50 @@ package final class PushNotifier: @unchecked Sendable {
         tookWork = !batches.isEmpty
         for batch in batches {
             guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
-            if case .dead(let error)? = settings.policy.expired(
-                now: time.milliseconds, expiresAt: batch.expiresAt.milliseconds)
-            {
-                finish(batch, .dead(error: error), started: time)
-                continue
-            }
             guard let target = admission.withLock({ $0.target(batch.pushURL) }) else {
                 finish(batch, .dead(error: "push URL is malformed"), started: time)
                 continue
             }
-            let host = target.host
-            let allowed = breakers.withLock { $0[host, default: CircuitBreaker()].allows(at: time) }
-            guard allowed else {
-                // The host is paused: its jobs wait for the probe instead of occupying a thread.
-                let until = breakers.withLock { breakers -> Timestamp in
-                    if case .open(let until, _) = breakers[host]?.state { return until }
-                    return Timestamp(milliseconds: time.milliseconds + 1000)
+            let event = DeliveryEvent.due(expiresAt: batch.expiresAt.milliseconds, host: gate(target.host, at: time))
+            for action in settings.policy.decide(event, now: time.milliseconds) {
+                switch action {
+                case .record(let verdict):
+                    finish(batch, PushResult(verdict), started: time)
+                case .postpone(let until):
+                    // The host is paused: its jobs wait for the probe instead of taking a slot.
+                    finish(batch, .postponed(until: Timestamp(milliseconds: until)), started: time)
+                case .holdDue:
+                    // The job stays due; a delivery to that host finishing wakes the scheduler.
+                    inFlight.withLock { _ = $0.remove(batch.deviceKey) }
+                case .attempt:
+                    attempt(batch, to: target, at: time)
+                default:
+                    break  // (no other action follows a due batch)
                 }
-                finish(batch, .postponed(until: until), started: time)
-                continue
             }
-            guard takeHostSlot(host) else {
-                // The host has its share of threads busy: the job stays due; a delivery to that
-                // host finishing wakes the scheduler.
-                inFlight.withLock { _ = $0.remove(batch.deviceKey) }
-                continue
-            }
-            deliver(batch, to: target)
         }
+    }
+
+    /// Whether `host` can take an attempt now, without changing its breaker (an expired job
+    /// must not use up the probe).
+    private func gate(_ host: String, at time: Timestamp) -> HostGate {
+        if let until = breakers.withLock({ $0[host]?.pausedUntil(at: time) }) { return .paused(until: until) }
+        let busy = hostsInFlight.withLock { $0[host, default: 0] }
+        return busy < settings.deliveriesPerHost ? .open : .full
+    }
+
+    /// Takes the breaker's go-ahead (the probe, for a host that was paused) and a slot, then sends.
+    private func attempt(_ batch: PushBatch, to target: HostAdmission.Target, at time: Timestamp) {
+        let host = target.host
+        guard breakers.withLock({ $0[host, default: CircuitBreaker()].allows(at: time) }) else {
+            finish(batch, .postponed(until: Timestamp(milliseconds: time.milliseconds + 1000)), started: time)
+            return
+        }
+        guard takeHostSlot(host) else {
+            inFlight.withLock { _ = $0.remove(batch.deviceKey) }
+            return
+        }
+        deliver(batch, to: target)
     }
 
     private func takeHostSlot(_ host: String) -> Bool {
@@ -215,11 +230,15 @@ package final class PushNotifier: @unchecked Sendable {
         let host = target.host
         post(target.url, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
             releaseHostSlot(host)
-            let (verdict, health) = settings.policy.judge(
-                outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now().milliseconds,
-                random: Double.random(in: 0...1))
-            recordHealth(host, health)
-            finish(batch, PushResult(verdict), started: started)
+            let event = DeliveryEvent.answered(
+                outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds)
+            for action in settings.policy.decide(event, now: now().milliseconds, random: { Double.random(in: 0...1) }) {
+                switch action {
+                case .feedBreaker(let health): recordHealth(host, health)
+                case .record(let verdict): finish(batch, PushResult(verdict), started: started)
+                default: break  // (no other action follows an answer)
+                }
+            }
         }
     }
 
@@ -279,13 +298,17 @@ package final class PushNotifier: @unchecked Sendable {
         for job in jobs {
             guard eventsInFlight.withLock({ $0.insert(job.id).inserted }) else { continue }
             post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
-                let (verdict, _) = settings.policy.judge(
-                    outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds, now: now().milliseconds,
-                    random: Double.random(in: 0...1))
-                if case .deviceGone = verdict {
-                    finishEvent(job, .dead(error: "events receiver answered 404/410"))
-                } else {
-                    finishEvent(job, PushResult(verdict))
+                let event = DeliveryEvent.answered(
+                    outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds)
+                // Events have no breaker: only the verdict counts.
+                for case .record(let verdict) in settings.policy.decide(
+                    event, now: now().milliseconds, random: { Double.random(in: 0...1) })
+                {
+                    if case .deviceGone = verdict {
+                        finishEvent(job, .dead(error: "events receiver answered 404/410"))
+                    } else {
+                        finishEvent(job, PushResult(verdict))
+                    }
                 }
             }
         }

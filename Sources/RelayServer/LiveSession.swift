@@ -132,9 +132,10 @@ final class LiveSession: @unchecked Sendable {
             // The device was sent everything up to here: its pushes for it now wait for the ack
             // (and still go out if none comes, whatever happens to this socket).
             let time = now().milliseconds
-            store.awaitAck(
-                userId: userId, deviceId: deviceId, upTo: lastSent,
-                until: Timestamp(milliseconds: delivery.dueAfterCatchUp(currentDue: time, now: time)))
+            for case .waitForAck(let until) in delivery.decide(.caughtUp(currentDue: time), now: time) {
+                store.awaitAck(
+                    userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
+            }
         }
         handle.send(frames: Self.synced(lastSent))
     }

@@ -76,26 +76,37 @@ extension SQLiteStore {
             ) { row in
                 if !row.isNull(0) { window = row.int64(0) }
             }
-            let due = policy.dueAt(
-                committedAt: now.milliseconds, online: online.contains(deviceId), openWindowDue: window)
-            if let collapseKey = message.collapseKey {
-                try db.run(
-                    """
-                    UPDATE push_jobs SET state = 'cancelled', last_error = 'collapsed', updated_at = ?
-                    WHERE user_id = ? AND device_id = ? AND state = 'pending' AND collapse_key = ?
-                    """, [.int(now.milliseconds), .text(userId), .text(deviceId), .text(collapseKey)])
+            let event = DeliveryEvent.committed(
+                online: online.contains(deviceId), openWindowDue: window, collapses: message.collapseKey != nil)
+            for action in policy.decide(event, now: now.milliseconds) {
+                switch action {
+                case .cancel(let reason):
+                    try db.run(
+                        """
+                        UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
+                        WHERE user_id = ? AND device_id = ? AND state = 'pending' AND collapse_key = ?
+                        """,
+                        [
+                            .text(reason.rawValue), .int(now.milliseconds), .text(userId), .text(deviceId),
+                            .optional(message.collapseKey),
+                        ])
+                case .schedule(let due):
+                    try db.run(
+                        """
+                        INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key,
+                            state, due_at, expires_at, created_at, updated_at, badge)
+                        VALUES ('msg_' || lower(hex(randomblob(12))), 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
+                        """,
+                        [
+                            .text(userId), .text(deviceId), .text(message.id), .int(seq),
+                            .optional(message.collapseKey),
+                            .int(due), .int(expiresAt.milliseconds), .int(now.milliseconds),
+                            .int(now.milliseconds), message.badge.map { .int($0) } ?? .null,
+                        ])
+                default:
+                    break  // (no other action follows a commit)
+                }
             }
-            try db.run(
-                """
-                INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key, state,
-                    due_at, expires_at, created_at, updated_at, badge)
-                VALUES ('msg_' || lower(hex(randomblob(12))), 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
-                """,
-                [
-                    .text(userId), .text(deviceId), .text(message.id), .int(seq), .optional(message.collapseKey),
-                    .int(due), .int(expiresAt.milliseconds), .int(now.milliseconds),
-                    .int(now.milliseconds), message.badge.map { .int($0) } ?? .null,
-                ])
         }
         return !devices.isEmpty
     }
@@ -282,11 +293,6 @@ extension SQLiteStore {
     /// cancelled on every device, and devices already pushed in that range get a `clear` push
     /// (the badge goes down when the message was read elsewhere).
     static func applyAckToPushes(_ db: SQLiteConnection, userId: String, old: Int64, new: Int64, now: Int64) throws {
-        try db.run(
-            """
-            UPDATE push_jobs SET state = 'cancelled', last_error = 'acked', updated_at = ?
-            WHERE user_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
-            """, [.int(now), .text(userId), .int(new)])
         var pushed: [String] = []
         try db.query(
             """
@@ -294,23 +300,42 @@ extension SQLiteStore {
             WHERE user_id = ? AND state = 'delivered' AND kind = 'message' AND seq > ? AND seq <= ?
             """, [.text(userId), .int(old), .int(new)]
         ) { pushed.append($0.text(0)) }
-        for deviceId in pushed {
-            try db.run(
-                """
-                UPDATE push_jobs SET state = 'cancelled', last_error = 'superseded', updated_at = ?
-                WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'clear'
-                """, [.int(now), .text(userId), .text(deviceId)])
-            try db.run(
-                """
-                INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
-                    created_at, updated_at)
-                VALUES ('clr_' || lower(hex(randomblob(12))), 'clear', ?, ?, NULL, ?, 'pending', ?, ?, ?, ?)
-                """,
-                [
-                    .text(userId), .text(deviceId), .int(new), .int(now), .int(now + 86_400_000), .int(now),
-                    .int(now),
-                ])
+        for action in DeliveryPolicy.decideAck(pushedDevices: pushed) {
+            switch action {
+            case .cancel(let reason):
+                try db.run(
+                    """
+                    UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
+                    WHERE user_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
+                    """, [.text(reason.rawValue), .int(now), .text(userId), .int(new)])
+            case .sendClear(let deviceId):
+                try queueClear(db, userId: userId, deviceId: deviceId, seq: new, badge: nil, now: now)
+            default:
+                break  // (no other action follows an ack)
+            }
         }
+    }
+
+    /// A `clear` push for one device, replacing one still pending (`badge`: a homeserver's count,
+    /// else the relay's own).
+    static func queueClear(
+        _ db: SQLiteConnection, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
+    ) throws {
+        try db.run(
+            """
+            UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
+            WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'clear'
+            """, [.text(CancelReason.superseded.rawValue), .int(now), .text(userId), .text(deviceId)])
+        try db.run(
+            """
+            INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
+                created_at, updated_at, badge)
+            VALUES ('clr_' || lower(hex(randomblob(12))), 'clear', ?, ?, NULL, ?, 'pending', ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(userId), .text(deviceId), .int(seq), .int(now), .int(now + 86_400_000), .int(now), .int(now),
+                badge.map { .int($0) } ?? .null,
+            ])
     }
 }
 
@@ -368,23 +393,10 @@ extension SQLiteStore {
     ) {
         writer.submit(
             { db in
-                let time = now.milliseconds
-                try db.run(
-                    """
-                    UPDATE push_jobs SET state = 'cancelled', last_error = 'superseded', updated_at = ?
-                    WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'clear'
-                    """, [.int(time), .text(userId), .text(deviceId)])
-                try db.run(
-                    """
-                    INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
-                        created_at, updated_at, badge)
-                    VALUES ('clr_' || lower(hex(randomblob(12))), 'clear', ?, ?, NULL,
-                        COALESCE((SELECT ack_seq FROM inboxes WHERE user_id = ?), 0), 'pending', ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        .text(userId), .text(deviceId), .text(userId), .int(time), .int(time + 86_400_000), .int(time),
-                        .int(time), .int(badge),
-                    ])
+                var ackSeq: Int64 = 0
+                try db.query("SELECT ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) { ackSeq = $0.int64(0) }
+                try Self.queueClear(
+                    db, userId: userId, deviceId: deviceId, seq: ackSeq, badge: badge, now: now.milliseconds)
             }, completion: completion)
     }
 

@@ -36,6 +36,49 @@ import Testing
         #expect(late.verdict == .dead(error: "TTL expired; last error: HTTP 500"))
     }
 
+    /// `decide` is the delivery path's one decision function: each event, its actions.
+    @Test func everyEventHasItsActions() {
+        #expect(
+            policy.decide(.committed(online: false, openWindowDue: 1300, collapses: true), now: 1100)
+                == [.cancel(.collapsed), .schedule(dueAt: 1300)])
+        #expect(
+            policy.decide(.committed(online: true, openWindowDue: nil, collapses: false), now: 1100) == [
+                .schedule(dueAt: 1900)
+            ])
+        #expect(policy.decide(.caughtUp(currentDue: 1300), now: 1200) == [.waitForAck(until: 2000)])
+        #expect(
+            policy.decide(.acked(pushedDevices: ["phone"]), now: 0) == [.cancel(.acked), .sendClear(deviceId: "phone")])
+        // Before an attempt: the TTL first (the host is not asked, its probe not used up), then the host.
+        #expect(
+            policy.decide(.due(expiresAt: 1000, host: .paused(until: 5000)), now: 1000)
+                == [.record(.dead(error: "TTL expired before it could be delivered"))])
+        #expect(policy.decide(.due(expiresAt: 9000, host: .paused(until: 5000)), now: 1000) == [.postpone(until: 5000)])
+        #expect(policy.decide(.due(expiresAt: 9000, host: .full), now: 1000) == [.holdDue])
+        #expect(policy.decide(.due(expiresAt: 9000, host: .open), now: 1000) == [.attempt])
+        // After: the breaker hears the host, the job gets its verdict.
+        #expect(
+            policy.decide(.answered(.delivered, attempts: 0, expiresAt: 9000), now: 1000)
+                == [.feedBreaker(.alive), .record(.delivered)])
+        #expect(
+            policy.decide(
+                .answered(.retry(reason: "HTTP 503", notBeforeMilliseconds: nil), attempts: 0, expiresAt: 9000),
+                now: 1000,
+                random: { 1 }) == [.feedBreaker(.failing), .record(.retry(error: "HTTP 503", at: 1100))])
+    }
+
+    /// Looking at a breaker changes nothing; taking the go-ahead moves a finished pause to the probe.
+    @Test func aBreakerCanBeAskedWithoutSpendingTheProbe() {
+        var breaker = CircuitBreaker(threshold: 1)
+        #expect(breaker.pausedUntil(at: Timestamp(milliseconds: 0)) == nil)
+        breaker.recordFailure(at: Timestamp(milliseconds: 0))
+        #expect(breaker.pausedUntil(at: Timestamp(milliseconds: 10)) == 1000)
+        #expect(breaker.pausedUntil(at: Timestamp(milliseconds: 1000)) == nil)
+        #expect(breaker.pausedUntil(at: Timestamp(milliseconds: 1000)) == nil)  // still not taken
+        let allowed = breaker.allows(at: Timestamp(milliseconds: 1000))
+        #expect(allowed)
+        #expect(breaker.pausedUntil(at: Timestamp(milliseconds: 1000)) == 2000)  // the probe is out
+    }
+
     // MARK: Simulation
 
     /// A small deterministic generator (SplitMix64), so that a failing seed can be replayed.
