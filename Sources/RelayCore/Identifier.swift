@@ -23,10 +23,11 @@ public enum Identifier {
     }
 
     /// 1–200 bytes with no control characters and no `/` (the id must stay addressable as one
-    /// path segment of `GET /v1/messages/{id}`, and the path arrives percent-decoded).
+    /// path segment of `GET /v1/messages/{id}`, and the path arrives percent-decoded), and not
+    /// `batch` (that path is `POST /v1/messages/batch`).
     public static func isValidMessageId(_ value: String) -> Bool {
         let utf8 = value.utf8
-        guard !utf8.isEmpty, utf8.count <= maxMessageIdLength else { return false }
+        guard !utf8.isEmpty, utf8.count <= maxMessageIdLength, value != "batch" else { return false }
         return value.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F && $0 != "/" }
     }
 }

@@ -34,7 +34,8 @@ public struct IncomingMessage: Sendable, Equatable {
         id = try fields.string("id")
         guard Identifier.isValidMessageId(id) else {
             throw ValidationError(
-                .invalidField, field: "id", "'id' must be 1 to 200 bytes without control characters or '/'")
+                .invalidField, field: "id",
+                "'id' must be 1 to 200 bytes without control characters or '/', and not 'batch'")
         }
         recipients = try fields.identifierList("recipients", maxCount: Self.maxRecipients)
         guard let payloadValue = fields.value("payload") else {

@@ -1,7 +1,9 @@
 /// Maps a method and a path to a handler, with `{name}` path parameters.
 ///
 /// Patterns are matched segment by segment; literal segments win over parameters, so
-/// `/v1/presence/query` and `/v1/users/{userId}` can coexist.
+/// `/v1/presence/query` and `/v1/users/{userId}` can coexist — and a path a more literal
+/// pattern names belongs to that pattern alone: with `POST /v1/messages/batch`,
+/// `GET /v1/messages/batch` is 405, not `GET /v1/messages/{id}`.
 package struct Router<Handler: Sendable>: Sendable {
     package struct Route: Sendable {
         package var method: String
@@ -36,20 +38,25 @@ package struct Router<Handler: Sendable>: Sendable {
 
     package func match(method: String, path: String) -> Match {
         let parts = Self.split(path)
-        var best: (route: Route, parameters: [String: String], literals: Int)?
+        // Only the most literal patterns that name this path count.
+        var most = -1
+        var found: (route: Route, parameters: [String: String])?
         var allowed: [String] = []
         for route in routes where route.segments.count == parts.count {
-            guard let (parameters, literals) = Self.bind(route.segments, to: parts) else { continue }
-            if route.method != method {
-                if !allowed.contains(route.method) { allowed.append(route.method) }
-                continue
+            guard let (parameters, literals) = Self.bind(route.segments, to: parts), literals >= most else { continue }
+            if literals > most {
+                most = literals
+                found = nil
+                allowed.removeAll()
             }
-            if let current = best, current.literals >= literals { continue }
-            best = (route, parameters, literals)
+            if route.method == method {
+                if found == nil { found = (route, parameters) }
+            } else if !allowed.contains(route.method) {
+                allowed.append(route.method)
+            }
         }
-        if let best { return .found(best.route.handler, route: best.route.pattern, parameters: best.parameters) }
-        if !allowed.isEmpty { return .methodNotAllowed(allowed: allowed) }
-        return .notFound
+        if let found { return .found(found.route.handler, route: found.route.pattern, parameters: found.parameters) }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
     }
 
     private static func bind(_ segments: [Segment], to parts: [Substring]) -> ([String: String], Int)? {

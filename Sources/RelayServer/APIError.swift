@@ -21,11 +21,7 @@ package struct APIError: Error, Sendable {
     package var response: HTTPResponse {
         var writer = JSONWriter(capacity: 64 + message.utf8.count)
         writer.beginObject()
-        writer.key("error")
-        writer.beginObject()
-        writer.member("code", code)
-        writer.member("message", message)
-        writer.endObject()
+        writer.apiError(code: code, message)
         writer.endObject()
         var response = HTTPResponse.json(status, writer.bytes)
         response.headers += headers

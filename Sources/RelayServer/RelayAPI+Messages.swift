@@ -39,13 +39,10 @@ extension RelayAPI {
         let metrics = self.metrics
         let live = self.live
         let createdAt = now()
-        var online: [String: Set<String>] = [:]
-        for userId in message.recipients {
-            let devices = live.hub.onlineDevices(userId)
-            if !devices.isEmpty { online[userId] = devices }
-        }
         store.accept(
-            NewMessage(message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery, online: online),
+            NewMessage(
+                message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery,
+                online: onlineSnapshot(message.recipients)),
             completion: onStore(reply) { (outcome: AcceptOutcome) in
                 if case .accepted(let recipients) = outcome {
                     metrics.recordAccepted(recipients: recipients.count)
@@ -69,7 +66,7 @@ extension RelayAPI {
         try auth.requireServer(request)
         let id = request.parameter("id")
         guard Identifier.isValidMessageId(id) else {
-            throw .invalid("'id' must be 1 to 200 bytes without control characters or '/'")
+            throw .invalid("'id' must be 1 to 200 bytes without control characters or '/', and not 'batch'")
         }
         let now = self.now()
         guard let message = try read(reply, { () throws(StoreError) in try store.message(id: id, now: now) }) else {

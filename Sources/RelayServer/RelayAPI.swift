@@ -41,6 +41,7 @@ package final class RelayAPI: Sendable {
     static let router: Router<Handler> = {
         var router = Router<Handler>()
         router.add("POST", "/v1/messages") { api, request, reply in try api.postMessage(request, reply) }
+        router.add("POST", "/v1/messages/batch") { api, request, reply in try api.postBatch(request, reply) }
         router.add("GET", "/v1/messages/{id}") { api, request, reply in try api.getMessage(request, reply) }
         router.add("PUT", "/v1/users/{userId}/devices/{deviceId}") { api, request, reply in
             try api.putDevice(request, reply)

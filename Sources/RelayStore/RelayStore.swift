@@ -6,6 +6,10 @@ package import RelayCore
 /// transaction); reads are synchronous and see every committed write.
 package protocol RelayStore: Sendable {
     func accept(_ message: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
+    /// Several messages in one transaction: every item's outcome, in order (a replay or conflict
+    /// for an item does not stop the others).
+    func acceptBatch(
+        _ messages: [NewMessage], completion: @escaping @Sendable (Result<[AcceptOutcome], StoreError>) -> Void)
     func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
     ) throws(StoreError) -> CatchUpPage

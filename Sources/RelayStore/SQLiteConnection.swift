@@ -7,7 +7,11 @@ package final class SQLiteConnection {
     let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]
 
+    /// Configures the library once, before the first connection initializes it.
+    private static let configured: Void = { _ = pr_sqlite3_disable_memstatus() }()
+
     package init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        Self.configured
         if !readOnly { Self.createPrivately(path) }
         var db: OpaquePointer?
         let flags =

@@ -60,66 +60,83 @@ package final class SQLiteStore: RelayStore {
     package func accept(_ new: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     {
         let epochFor = self.epochFor
+        writer.submit({ db in try Self.accept(new, db, epochFor: epochFor) }, completion: completion)
+    }
+
+    package func acceptBatch(
+        _ messages: [NewMessage], completion: @escaping @Sendable (Result<[AcceptOutcome], StoreError>) -> Void
+    ) {
+        let epochFor = self.epochFor
+        // One write: every item commits with the others (or, if the transaction fails, none does).
         writer.submit(
-            { db in
-                let message = new.message
-                var existing: (fingerprint: [UInt8], recipients: String)?
-                try db.query("SELECT fingerprint, recipients FROM messages WHERE id = ?", [.text(message.id)]) {
-                    existing = ($0.bytes(0), $0.text(1))
-                }
-                if let existing {
-                    guard existing.fingerprint == new.fingerprint else { return AcceptOutcome.conflict }
-                    return .replay(Self.decodeRecipients(existing.recipients))
-                }
-                let now = new.now.milliseconds
-                let expiresAt = now + message.ttlSeconds * 1000
-                var results: [RecipientSeq] = []
-                results.reserveCapacity(message.recipients.count)
-                for userId in message.recipients {
-                    var seq: Int64 = 0
-                    try db.query(
-                        """
-                        INSERT INTO inboxes(user_id, epoch, head_seq, created_at) VALUES (?, ?, 1, ?)
-                        ON CONFLICT(user_id) DO UPDATE SET head_seq = head_seq + 1 RETURNING head_seq
-                        """, [.text(userId), .text(epochFor(userId)), .int(now)]
-                    ) { seq = $0.int64(0) }
-                    // A job for every registered device, online or not: the policy set its due time.
-                    let online = new.online[userId] ?? []
-                    var initial: InitialDelivery = online.isEmpty ? .stored : .live
-                    if let policy = new.delivery,
-                        try Self.queuePushJobs(
-                            db, userId: userId, seq: seq, message: message, now: new.now, policy: policy,
-                            expiresAt: Timestamp(milliseconds: expiresAt), online: online),
-                        online.isEmpty
-                    {
-                        initial = .push
-                    }
-                    try db.run(
-                        """
-                        INSERT INTO inbox_entries(user_id, seq, message_id, created_at, expires_at, state)
-                        VALUES (?, ?, ?, ?, ?, ?)
-                        """,
-                        [
-                            .text(userId), .int(seq), .text(message.id), .int(now), .int(expiresAt),
-                            .text(initial == .live ? DeliveryState.live.rawValue : DeliveryState.stored.rawValue),
-                        ])
-                    results.append(RecipientSeq(userId: userId, seq: seq, delivery: initial))
-                }
+            { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } }, completion: completion)
+    }
+
+    /// One message into the inboxes of its recipients, inside the caller's transaction.
+    static func accept(
+        _ new: NewMessage, _ db: SQLiteConnection, epochFor: (String) -> String
+    ) throws -> AcceptOutcome {
+        let message = new.message
+        var existing: (fingerprint: [UInt8], recipients: String)?
+        try db.query("SELECT fingerprint, recipients FROM messages WHERE id = ?", [.text(message.id)]) {
+            existing = ($0.bytes(0), $0.text(1))
+        }
+        if let existing {
+            guard existing.fingerprint == new.fingerprint else { return AcceptOutcome.conflict }
+            return .replay(Self.decodeRecipients(existing.recipients))
+        }
+        let now = new.now.milliseconds
+        let expiresAt = now + message.ttlSeconds * 1000
+        var results: [RecipientSeq] = []
+        results.reserveCapacity(message.recipients.count)
+        for userId in message.recipients {
+            // The head row's next seq; a new inbox (and its epoch, worth a hash) only when there is none.
+            var seq: Int64 = 0
+            try db.query(
+                "UPDATE inboxes SET head_seq = head_seq + 1 WHERE user_id = ? RETURNING head_seq", [.text(userId)]
+            ) { seq = $0.int64(0) }
+            if seq == 0 {
                 try db.run(
-                    """
-                    INSERT INTO messages(id, fingerprint, conversation_id, sender_id, payload, push, priority,
-                        collapse_key, created_at, expires_at, recipients)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        .text(message.id), .blob(new.fingerprint), .optional(message.conversationId),
-                        .optional(message.senderId), .text(String(decoding: message.payload, as: UTF8.self)),
-                        .optional(message.push.map { String(decoding: $0, as: UTF8.self) }),
-                        .text(message.priority.rawValue), .optional(message.collapseKey), .int(now), .int(expiresAt),
-                        .text(Self.encodeRecipients(results)),
-                    ])
-                return .accepted(results)
-            }, completion: completion)
+                    "INSERT INTO inboxes(user_id, epoch, head_seq, created_at) VALUES (?, ?, 1, ?)",
+                    [.text(userId), .text(epochFor(userId)), .int(now)])
+                seq = 1
+            }
+            // A job for every registered device, online or not: the policy set its due time.
+            let online = new.online[userId] ?? []
+            var initial: InitialDelivery = online.isEmpty ? .stored : .live
+            if let policy = new.delivery,
+                try Self.queuePushJobs(
+                    db, userId: userId, seq: seq, message: message, now: new.now, policy: policy,
+                    expiresAt: Timestamp(milliseconds: expiresAt), online: online),
+                online.isEmpty
+            {
+                initial = .push
+            }
+            try db.run(
+                """
+                INSERT INTO inbox_entries(user_id, seq, message_id, created_at, expires_at, state)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    .text(userId), .int(seq), .text(message.id), .int(now), .int(expiresAt),
+                    .text(initial == .live ? DeliveryState.live.rawValue : DeliveryState.stored.rawValue),
+                ])
+            results.append(RecipientSeq(userId: userId, seq: seq, delivery: initial))
+        }
+        try db.run(
+            """
+            INSERT INTO messages(id, fingerprint, conversation_id, sender_id, payload, push, priority,
+                collapse_key, created_at, expires_at, recipients)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(message.id), .blob(new.fingerprint), .optional(message.conversationId),
+                .optional(message.senderId), .text(String(decoding: message.payload, as: UTF8.self)),
+                .optional(message.push.map { String(decoding: $0, as: UTF8.self) }),
+                .text(message.priority.rawValue), .optional(message.collapseKey), .int(now), .int(expiresAt),
+                .text(Self.encodeRecipients(results)),
+            ])
+        return .accepted(results)
     }
 
     /// Recipients as stored: `[["user", seq, "delivery"], …]`.

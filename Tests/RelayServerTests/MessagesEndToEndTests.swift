@@ -104,6 +104,95 @@ import Testing
         #expect((state.object["recipients"] as? [[String: Any]])?.first?["state"] as? String == "acked")
     }
 
+    /// A batch: each item gets the single endpoint's status and body, in order; the valid ones
+    /// are stored together; the whole batch retried is a replay item by item.
+    @Test func batchesAnswerEachItemLikeTheSingleEndpoint() async throws {
+        let relay = try RelayProcess()
+        let before = try await relay.request(
+            "POST", "/v1/messages", json: ["id": "old", "recipients": ["fay"], "payload": ["v": 1]])
+        #expect(before.status == 202)
+        let batch: [String: Any] = [
+            "messages": [
+                ["id": "b-1", "recipients": ["fay", "gus"], "payload": ["n": 1]],
+                ["id": "b-2", "recipients": [], "payload": ["n": 2]],
+                ["id": "old", "recipients": ["fay"], "payload": ["v": 2]],
+                ["id": "old", "recipients": ["fay"], "payload": ["v": 1]],
+                ["id": "b-3", "recipients": ["fay"], "payload": ["n": 3], "ttl": 0],
+                ["id": "b-4", "recipients": ["fay"], "payload": ["n": 4], "priority": "high"],
+            ]
+        ]
+        let first = try await relay.request("POST", "/v1/messages/batch", json: batch)
+        #expect(first.status == 200)
+        let results = first.object["results"] as? [[String: Any]] ?? []
+        #expect(results.map { $0["status"] as? Int } == [202, 400, 409, 200, 400, 202])
+        #expect(results.map { $0["id"] as? String } == ["b-1", "b-2", "old", "old", "b-3", "b-4"])
+        #expect((results[1]["error"] as? [String: Any])?["code"] as? String == "invalid_field")
+        #expect((results[0]["recipients"] as? [[String: Any]])?.map { $0["seq"] as? Int } == [2, 1])
+        #expect((results[5]["recipients"] as? [[String: Any]])?.first?["seq"] as? Int == 3)
+
+        let again = try await relay.request("POST", "/v1/messages/batch", json: batch)
+        let replayed = again.object["results"] as? [[String: Any]] ?? []
+        #expect(replayed.map { $0["status"] as? Int } == [200, 400, 409, 200, 400, 200])
+        let page = try await relay.request("GET", "/v1/users/fay/messages")
+        #expect(
+            (page.object["messages"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["old", "b-1", "b-4"])
+
+        // Not a batch at all: the whole request is refused.
+        for bad: [String: Any] in [["messages": []], ["messages": [1, 2]], ["nothing": true]] {
+            #expect(try await relay.request("POST", "/v1/messages/batch", json: bad).status == 400)
+        }
+        #expect(try await relay.request("GET", "/v1/messages/batch").status == 405)
+        let reserved = try await relay.request(
+            "POST", "/v1/messages", json: ["id": "batch", "recipients": ["fay"], "payload": [:]])
+        #expect(reserved.status == 400)
+    }
+
+    /// `kill -9` while batches are being posted: every item of every batch that got its 200 is
+    /// there once after the restart, seqs gapless.
+    @Test func crashDuringBatchesLosesNothingAcknowledged() async throws {
+        let relay = try RelayProcess()
+        let acknowledged = AcknowledgedIds()
+        let burst = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for poster in 0..<2 {
+                    group.addTask {
+                        for batch in 0..<500 {
+                            let ids = (0..<50).map { "p\(poster)-\(batch)-\($0)" }
+                            let messages = ids.map { ["id": $0, "recipients": ["hal"], "payload": ["b": batch]] }
+                            guard
+                                let response = try? await relay.request(
+                                    "POST", "/v1/messages/batch", json: ["messages": messages])
+                            else { return }  // the relay is gone
+                            guard response.status == 200 else { continue }
+                            for id in ids { await acknowledged.add(id) }
+                        }
+                    }
+                }
+            }
+        }
+        while await acknowledged.count < 1000 { try await Task.sleep(nanoseconds: 5_000_000) }
+        relay.crash()
+        await burst.value
+        let acked = await acknowledged.ids
+        try relay.restart()
+
+        let token = try await relay.token(userId: "hal")
+        var stored: [String] = []
+        var seqs: [Int] = []
+        var after = 0
+        while true {
+            let page = try await relay.request("GET", "/v1/users/hal/messages?after=\(after)&limit=10000", token: token)
+            let messages = page.object["messages"] as? [[String: Any]] ?? []
+            stored += messages.compactMap { $0["id"] as? String }
+            seqs += messages.compactMap { $0["seq"] as? Int }
+            after = seqs.last ?? after
+            if page.object["hasMore"] as? Bool != true { break }
+        }
+        #expect(acked.isSubset(of: Set(stored)), "acknowledged but missing: \(acked.subtracting(stored).prefix(5))")
+        #expect(seqs == Array(1...max(1, seqs.count)))
+        #expect(Set(stored).count == stored.count)
+    }
+
     /// `kill -9` in the middle of a burst: every message that got a 2xx is there after the
     /// restart, and the seqs are still 1…n without a gap.
     @Test func crashDuringBurstLosesNothingAcknowledged() async throws {
