@@ -35,7 +35,7 @@ package struct Authenticator: Sendable {
         guard let header = request.header("authorization") else { return nil }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let credential = parts[1].trimmingPrefix(" ")
+        let credential = parts[1].drop(while: { $0 == " " })
         return credential.isEmpty ? nil : String(credential)
     }
 
