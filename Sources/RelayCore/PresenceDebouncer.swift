@@ -43,6 +43,9 @@ public struct PresenceDebouncer: Sendable {
         }
     }
 
+    /// Whether a change waits to be reported.
+    public var hasPending: Bool { !pending.isEmpty }
+
     /// Changes whose delay has passed, in the order they became due; they count as reported.
     public mutating func due(at now: Timestamp) -> [Change] {
         let ready = pending.filter { $0.value.due <= now }.sorted { $0.value.due < $1.value.due }

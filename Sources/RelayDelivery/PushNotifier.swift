@@ -12,12 +12,9 @@ package import RelayTelemetry
 /// pending in the store until its outcome is committed, so a crash only means it is sent again.
 ///
 /// No polling: it sleeps until the earliest due time in the store, or until `wake()` (every
-/// committed write calls it: new jobs, acks, outcomes); a 30 s safety net bounds a missed wake.
-///
-/// `@unchecked Sendable`: the Dispatch timer is created in `start()` (a timer released without
-/// ever being resumed traps) and cancelled in `stop()`, both by the owner; everything else is
-/// immutable or behind a mutex.
-package final class PushNotifier: @unchecked Sendable {
+/// committed write calls it: new jobs, acks, outcomes); with nothing due it does not wake at
+/// all, and while deliveries are in flight a 30 s safety net bounds a missed wake.
+package final class PushNotifier: Sendable {
     package struct Settings: Sendable {
         package var policy = DeliveryPolicy()
         /// Deliveries in flight at most.
@@ -49,7 +46,7 @@ package final class PushNotifier: @unchecked Sendable {
     private let events: any RelayEventSink
     private let now: @Sendable () -> Timestamp
     private let queue = DispatchQueue(label: "pushrelay-notifier")
-    private var timer: (any DispatchSourceTimer)?
+    private let timer = DemandTimer()
     /// Devices with a delivery in flight: their other due jobs wait, so one device never gets two
     /// pushes racing each other.
     private let inFlight = LockedValue<Set<String>>([])
@@ -90,15 +87,12 @@ package final class PushNotifier: @unchecked Sendable {
     }
 
     package func start() {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.setEventHandler { [self] in poll() }
-        timer.schedule(deadline: .now())
-        timer.resume()
-        self.timer = timer
+        timer.start { [weak self] in self?.wake() }
+        timer.arm(afterMilliseconds: 0)
     }
 
     package func stop() {
-        timer?.cancel()
+        timer.stop()
         queue.sync {}
         resolver.stop()
         client.stop()
@@ -122,21 +116,19 @@ package final class PushNotifier: @unchecked Sendable {
     /// Sets the timer for the earliest due job (or the safety net).
     private func sleepUntilNextDue() {
         let time = now().milliseconds
-        var delay = Int64(settings.idleRecheckMs)
         do {
-            if let next = try store.nextDueAt()?.milliseconds {
-                // Due already but held back (in flight, host busy): their completion wakes us.
-                delay = min(delay, next > time ? next - time : Int64(settings.busyRecheckMs))
-            }
+            // Nothing will ever fall due by time alone: sleep until a commit wakes us.
+            guard let next = try store.nextDueAt()?.milliseconds else { return }
+            // Due already but held back (in flight, host busy): look again shortly.
+            timer.arm(afterMilliseconds: next > time ? next - time : Int64(settings.busyRecheckMs))
         } catch {
             logger.warning("cannot read the next due time", ("error", "\(error)"))
-            delay = 1000
+            timer.arm(afterMilliseconds: 1000)
         }
-        timer?.schedule(deadline: .now() + .milliseconds(Int(max(1, delay))))
     }
 
     private func sleepUntilSafetyNet() {
-        timer?.schedule(deadline: .now() + .milliseconds(settings.idleRecheckMs))
+        timer.arm(afterMilliseconds: Int64(settings.idleRecheckMs))
     }
 
     private func poll() {

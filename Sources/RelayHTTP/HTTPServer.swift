@@ -49,8 +49,10 @@ package final class HTTPServer: @unchecked Sendable {
     let handler: Handler
     let headCheck: HeadCheck?
     let connections: ConnectionTable
-    /// Ends connections that miss their deadlines.
-    private var sweeper: (any DispatchSourceTimer)?
+    /// Ends connections that miss their deadlines; armed while connections are open (an idle
+    /// server sleeps).
+    let sweeper = DemandTimer()
+    static let sweepIntervalMs: Int64 = 500
     /// Handed to libmicrohttpd for its error lines; lives as long as the daemon.
     private let logger: UnsafeMutablePointer<pr_mhd_logger>
     private var daemon: OpaquePointer?
@@ -104,13 +106,12 @@ package final class HTTPServer: @unchecked Sendable {
             throw .system("MHD_start_daemon", EINVAL)
         }
         self.daemon = daemon
-        let sweeper = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        sweeper.schedule(
-            deadline: .now() + .milliseconds(500), repeating: .milliseconds(500), leeway: .milliseconds(100))
         let connections = self.connections
-        sweeper.setEventHandler { connections.expire(now: MonotonicClock.milliseconds()) }
-        sweeper.resume()
-        self.sweeper = sweeper
+        let sweeper = self.sweeper
+        sweeper.start {
+            connections.expire(now: MonotonicClock.milliseconds())
+            if connections.count > 0 { sweeper.arm(afterMilliseconds: Self.sweepIntervalMs) }
+        }
     }
 
     /// Stops accepting new connections; requests on open connections still get answers.
@@ -131,8 +132,7 @@ package final class HTTPServer: @unchecked Sendable {
         inFlight.withLock(when: { $0 == 0 }, waitingAtMost: Int64(drainSeconds * 1000)) { _ in }
         MHD_stop_daemon(daemon)
         self.daemon = nil
-        sweeper?.cancel()
-        sweeper = nil
+        sweeper.stop()
     }
 
     func nextRequestId() -> String {
@@ -263,6 +263,7 @@ private let connectionNotified: MHD_NotifyConnectionCallback = { serverPointer, 
             fd: pr_mhd_connection_fd(connection), address: describe(address: pr_mhd_client_address(connection)),
             now: MonotonicClock.milliseconds())
         slot.pointee = UnsafeMutableRawPointer(bitPattern: UInt(id))
+        server.sweeper.arm(afterMilliseconds: HTTPServer.sweepIntervalMs)
     default:
         server.connections.closed(HTTPServer.connectionId(slot.pointee))
         slot.pointee = nil

@@ -11,11 +11,15 @@ package final class CommitSignal: Sendable {
         let body: @Sendable () -> Void
     }
 
-    private let listener = LockedValue<Listener?>(nil)
+    private let listeners = LockedValue<[Listener]>([])
 
     package init() {}
 
-    package func listen(_ body: @escaping @Sendable () -> Void) { listener.withLock { $0 = Listener(body: body) } }
+    package func listen(_ body: @escaping @Sendable () -> Void) {
+        listeners.withLock { $0.append(Listener(body: body)) }
+    }
 
-    package func fire() { listener.withLock { $0 }?.body() }
+    package func fire() {
+        for listener in listeners.withLock({ $0 }) { listener.body() }
+    }
 }

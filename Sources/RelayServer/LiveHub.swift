@@ -32,6 +32,10 @@ final class LiveHub: Sendable {
     let logger: Logger
     let now: @Sendable () -> Timestamp
     private let events: any RelayEventSink
+    /// Presence reports and token expiries are checked on this timer, armed while sockets are
+    /// open or reports are pending (the app starts it; an idle relay does not wake for it).
+    let ticks = DemandTimer()
+    static let tickIntervalMs: Int64 = 250
 
     /// Presence changes are reported the push delay after they happen, and not at all when they
     /// flip back sooner.
@@ -53,9 +57,13 @@ final class LiveHub: Sendable {
         for change in changes { events.emit(.presenceChanged(change)) }
     }
 
+    /// Whether the next tick has work: open sockets (token expiries) or unreported presence.
+    var needsTicks: Bool { state.withLock { !$0.sessions.isEmpty || $0.debouncer.hasPending } }
+
     /// Runs `body` on the state and feeds the user's resulting online state to the debouncer.
     private func updating<T>(_ userId: String, _ body: (inout State) -> T) -> T {
         let time = now()
+        defer { ticks.arm(afterMilliseconds: Self.tickIntervalMs) }
         return state.withLock { state in
             let result = body(&state)
             state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)

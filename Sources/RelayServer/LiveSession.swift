@@ -10,14 +10,15 @@ import WebSocketCodec
 /// One client's WebSocket session: `welcome`, the catch-up after its cursor, `synced`, then live
 /// messages; and the client's `ack`, `background`, `foreground` frames.
 ///
-/// Every step runs on the session's own serial queue, which is what makes catch-up and live
-/// delivery race-free: the session is registered for live messages *before* the catch-up is
-/// read, so a message committed meanwhile is either in the catch-up or queued behind it; the
-/// `lastSent` cursor drops the ones seen twice, and a gap (never expected) is filled from the
-/// store before the next message goes out.
-///
-/// `@unchecked Sendable`: the mutable cursor is only touched on `queue`.
-final class LiveSession: @unchecked Sendable {
+/// The session is registered for live messages *before* the catch-up is read, so a message
+/// committed meanwhile is either in the catch-up or noted and read after it; the `lastSent`
+/// cursor drops the ones seen twice, and a gap (never expected) is filled from the store before
+/// the next message goes out. Every message frame is handed to the socket under the cursor's
+/// lock, together with the cursor's move, so frames leave in seq order whichever thread sends
+/// them. A live message that is simply the next one goes out at once from the committing
+/// thread (no hop: it is on the latency path); store reads (catch-up, gaps) run on the
+/// session's serial queue.
+final class LiveSession: Sendable {
     let handle: WebSocketHandle
     let userId: String
     let deviceId: String
@@ -27,13 +28,17 @@ final class LiveSession: @unchecked Sendable {
     let logger: Logger
     /// When the socket was opened (monotonic milliseconds), for the close line.
     let openedAt = MonotonicClock.milliseconds()
-    /// The highest seq this client has been sent (or had when it connected).
-    private var lastSent: Int64 = 0
-    /// True while the catch-up runs; live messages then only raise `newestLive`, and the
-    /// catch-up reads them from the store before `synced`.
-    private var syncing = true
-    private var newestLive: Int64 = 0
-    private var closed = false
+    private struct Cursor {
+        /// The highest seq this client has been sent (or had when it connected).
+        var lastSent: Int64 = 0
+        /// True while the catch-up runs; live messages then only raise `newestLive`, and the
+        /// catch-up reads them from the store before `synced`.
+        var syncing = true
+        var newestLive: Int64 = 0
+        var closed = false
+    }
+
+    private let cursor = LockedValue(Cursor())
     /// Decides when the pushes of what this device was sent fall due (it waits for the ack).
     private let delivery: DeliveryPolicy
     /// When the client's token stops being valid (seconds, leeway included); the socket is
@@ -91,7 +96,8 @@ final class LiveSession: @unchecked Sendable {
                 writer.endObject()
                 // Without a usable cursor there is nothing to replay: the client resyncs from the
                 // chat server and continues from the head.
-                lastSent = page.window.readAfter ?? page.head.headSeq
+                let start = page.window.readAfter ?? page.head.headSeq
+                cursor.withLock { $0.lastSent = start }
                 send(page, prefix: WebSocketFrame(opcode: .text, payload: writer.bytes).encoded(), startedAfter: after)
             } catch {
                 fail(error)
@@ -100,33 +106,50 @@ final class LiveSession: @unchecked Sendable {
     }
 
     /// Sends one catch-up page; asks for the next once it is flushed, or finishes the sync.
+    /// (While syncing, nothing else sends message frames.)
     private func send(_ page: CatchUpPage, prefix: [UInt8] = [], startedAfter after: Int64) {
         var frames = prefix
         for message in page.messages { frames += Self.frame(for: message) }
-        lastSent = page.messages.last?.seq ?? lastSent
         guard page.hasMore else {
-            handle.send(frames: frames)
+            cursor.withLock { cursor in
+                cursor.lastSent = page.messages.last?.seq ?? cursor.lastSent
+                handle.send(frames: frames)
+            }
             finishSync(startedAfter: after)
             return
         }
-        handle.send(frames: frames) { [self] in
-            queue.async { [self] in
-                guard !closed else { return }
-                do {
-                    let next = try store.catchUp(
-                        userId: userId, after: lastSent, epoch: nil, limit: Self.pageSize, maxBytes: Self.pageBytes)
-                    send(next, startedAfter: after)
-                } catch {
-                    fail(error)
+        cursor.withLock { position in
+            position.lastSent = page.messages.last?.seq ?? position.lastSent
+            handle.send(frames: frames) { [self] in
+                queue.async { [self] in
+                    guard let last = cursor.withLock({ $0.closed ? nil : $0.lastSent }) else { return }
+                    do {
+                        let next = try store.catchUp(
+                            userId: userId, after: last, epoch: nil, limit: Self.pageSize, maxBytes: Self.pageBytes)
+                        send(next, startedAfter: after)
+                    } catch {
+                        fail(error)
+                    }
                 }
             }
         }
     }
 
     private func finishSync(startedAfter after: Int64) {
-        syncing = false
-        // Messages committed during the catch-up were only noted: send them now, before `synced`.
-        if newestLive > lastSent { fillGap(upTo: newestLive) }
+        // Messages committed during the catch-up were only noted: send them now, then `synced`
+        // in the same step that ends the sync (so no live message can slip in before it).
+        var lastSent: Int64 = 0
+        while true {
+            let behind = cursor.withLock { cursor -> Int64? in
+                if cursor.newestLive > cursor.lastSent { return cursor.newestLive }
+                cursor.syncing = false
+                lastSent = cursor.lastSent
+                handle.send(frames: Self.synced(cursor.lastSent))
+                return nil
+            }
+            guard let behind else { break }
+            guard fillGap(upTo: behind) else { return }
+        }
         if lastSent > after {
             store.markFetched(userId: userId, seq: lastSent)
             // The device was sent everything up to here: its pushes for it now wait for the ack
@@ -137,38 +160,48 @@ final class LiveSession: @unchecked Sendable {
                     userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
             }
         }
-        handle.send(frames: Self.synced(lastSent))
     }
 
-    /// A message committed for this user (in commit order).
+    /// A message committed for this user (called in commit order, on the committing thread).
     func deliver(seq: Int64, frame: [UInt8]) {
-        queue.async { [self] in
-            guard !closed else { return }
-            if syncing {
-                newestLive = max(newestLive, seq)
-                return
+        let gap = cursor.withLock { cursor -> Bool in
+            guard !cursor.closed else { return false }
+            if cursor.syncing {
+                cursor.newestLive = max(cursor.newestLive, seq)
+                return false
             }
-            guard seq > lastSent else { return }
-            if seq > lastSent + 1 { fillGap(upTo: seq - 1) }
+            guard seq > cursor.lastSent else { return false }
+            guard seq == cursor.lastSent + 1 else { return true }
             handle.send(frames: frame)
-            lastSent = seq
+            cursor.lastSent = seq
+            return false
         }
+        // A gap: read what is missing, this message included, from the store (in order, on the
+        // queue; later messages find the gap too until it is filled, and follow it there).
+        if gap { queue.async { [self] in _ = fillGap(upTo: seq) } }
     }
 
-    /// Sends the messages after `lastSent` up to `last` from the store.
-    private func fillGap(upTo last: Int64) {
+    /// Sends the messages after `lastSent` up to `last` from the store; false when the store
+    /// failed (the socket is then closed).
+    private func fillGap(upTo last: Int64) -> Bool {
         do {
-            while lastSent < last {
+            while let after = cursor.withLock({ $0.closed || $0.lastSent >= last ? nil : $0.lastSent }) {
                 let page = try store.catchUp(
-                    userId: userId, after: lastSent, epoch: nil, limit: Int(min(last - lastSent, Int64(Self.pageSize))),
+                    userId: userId, after: after, epoch: nil, limit: Int(min(last - after, Int64(Self.pageSize))),
                     maxBytes: Self.pageBytes)
                 let messages = page.messages.filter { $0.seq <= last }
-                guard !messages.isEmpty else { return }
-                handle.send(frames: messages.flatMap { Self.frame(for: $0) })
-                lastSent = messages.last?.seq ?? lastSent
+                guard !messages.isEmpty else { return true }
+                cursor.withLock { cursor in
+                    let fresh = messages.filter { $0.seq > cursor.lastSent }
+                    guard let newest = fresh.last?.seq else { return }
+                    handle.send(frames: fresh.flatMap { Self.frame(for: $0) })
+                    cursor.lastSent = newest
+                }
             }
+            return true
         } catch {
             fail(error)
+            return false
         }
     }
 
@@ -205,12 +238,12 @@ final class LiveSession: @unchecked Sendable {
     /// before `welcome`); nothing is stored, and a closed session drops it.
     func sendEphemeral(_ frame: [UInt8]) {
         queue.async { [self] in
-            guard !closed else { return }
+            guard !cursor.withLock({ $0.closed }) else { return }
             handle.send(frames: frame)
         }
     }
 
-    func markClosed() { queue.async { [self] in closed = true } }
+    func markClosed() { cursor.withLock { $0.closed = true } }
 
     // MARK: Frames
 

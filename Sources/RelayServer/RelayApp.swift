@@ -5,6 +5,7 @@ import RelayCore
 import RelayCrypto
 import RelayDelivery
 import RelayHTTP
+import RelayLocks
 import RelayStore
 package import RelayTelemetry
 import RelayWebSocket
@@ -13,10 +14,8 @@ import WebSocketCodec
 
 /// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
 ///
-/// `@unchecked Sendable`: every stored property is Sendable except the Dispatch timers and the
-/// service group, which are only touched in `start()` and `shutdown()`, both called by the
-/// owner. (Timers are created there, not in `init`: one released without ever being resumed
-/// traps, and `start()` may fail, on a busy port, before it resumes them.)
+/// `@unchecked Sendable`: every stored property is Sendable except the service group, which is
+/// only touched in `start()` and `shutdown()`, both called by the owner.
 package final class RelayApp: @unchecked Sendable {
     package let config: RelayConfig
     let logger: Logger
@@ -26,7 +25,9 @@ package final class RelayApp: @unchecked Sendable {
     let webSockets: WebSocketLoop
     let gateway: LiveGateway
     let notifier: PushNotifier
-    private var timers: [any DispatchSourceTimer] = []
+    /// The retention pass; armed by commits (see `startTimers`).
+    private let prune = DemandTimer()
+    private let trim = DemandTimer()
     /// Everything with a start and a stop, in start order (see `start()`).
     private var services = ServiceGroup([])
 
@@ -70,6 +71,9 @@ package final class RelayApp: @unchecked Sendable {
             eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
             now: clock)
         commits.listen { [weak notifier] in notifier?.wake() }
+        let prune = self.prune
+        let pruneIntervalMs = config.pruneIntervalS * 1000
+        commits.listen { prune.arm(afterMilliseconds: pruneIntervalMs) }
         let auth = Authenticator(
             serverKeys: secrets.serverKeys, tokens: tokens, revocations: TokenRevocations(try store.tokenRevocations()),
             limiter: RateLimiter(
@@ -161,44 +165,52 @@ package final class RelayApp: @unchecked Sendable {
         return http.url
     }
 
+    /// Every timer is armed by the work it serves, so that an idle relay never wakes up: the
+    /// retention pass after writes and then at the next expiry, presence reports and token
+    /// expiries while sockets are open, the heap trim after socket churn.
     private func startTimers() {
         let store = self.store
         let logger = self.logger
         let retention = config.retentionS
-        let interval = DispatchTimeInterval.seconds(Int(config.pruneIntervalS))
-        repeating(every: interval, leeway: .seconds(1)) {
-            store.prune(now: .now, retentionSeconds: retention) { result in
+        let interval = config.pruneIntervalS
+        let prune = self.prune
+        prune.start {
+            let now = Timestamp.now
+            store.prune(now: now, retentionSeconds: retention) { result in
                 switch result {
-                case .success(let removed) where removed > 0:
-                    logger.info("pruned inbox entries", ("count", String(removed)))
-                case .success: break
-                case .failure(let error): logger.warning("prune failed", ("error", "\(error)"))
+                case .success(let pruned):
+                    if pruned.removed > 0 { logger.info("pruned inbox entries", ("count", String(pruned.removed))) }
+                    if let next = pruned.nextDue {
+                        // Never sooner than the interval: each pass is a write transaction.
+                        let wait = max(
+                            interval * 1000,
+                            next.milliseconds > now.milliseconds ? next.milliseconds - now.milliseconds : 0)
+                        prune.arm(afterMilliseconds: wait)
+                    }
+                case .failure(let error):
+                    logger.warning("prune failed", ("error", "\(error)"))
+                    prune.arm(afterMilliseconds: interval * 1000)
                 }
             }
         }
+        prune.arm(afterMilliseconds: interval * 1000)  // what an earlier run left
         // A connection storm leaves the heap mostly free but fragmented (10,000 WebSockets opened
-        // at once: 124 MB RSS, 45 MB after a trim); give those pages back every few seconds.
-        repeating(every: .seconds(5), leeway: .seconds(1)) { _ = pr_malloc_trim() }
+        // at once: 124 MB RSS, 45 MB after a trim); give those pages back a few seconds after.
+        let trim = self.trim
+        trim.start { _ = pr_malloc_trim() }
         let hub = gateway.hub
-        repeating(every: .milliseconds(250), leeway: .milliseconds(50)) {
+        hub.ticks.start {
             hub.reportDuePresence()
             hub.closeExpiredSessions(now: hub.now())
+            trim.arm(afterMilliseconds: 5000)
+            if hub.needsTicks { hub.ticks.arm(afterMilliseconds: LiveHub.tickIntervalMs) }
         }
     }
 
     private func stopTimers() {
-        for timer in timers { timer.cancel() }
-        timers = []
-    }
-
-    private func repeating(
-        every interval: DispatchTimeInterval, leeway: DispatchTimeInterval, _ handler: @escaping @Sendable () -> Void
-    ) {
-        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: leeway)
-        timer.setEventHandler(handler: handler)
-        timer.resume()
-        timers.append(timer)
+        prune.stop()
+        trim.stop()
+        gateway.hub.ticks.stop()
     }
 
     /// Graceful shutdown: the services in reverse order — readiness fails and the HTTP server

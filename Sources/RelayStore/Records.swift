@@ -158,3 +158,18 @@ package struct TokenRevocation: Sendable, Equatable {
         self.revokedAtSeconds = revokedAtSeconds
     }
 }
+
+/// What one retention pass did, and when the next one has work.
+package struct PruneResult: Sendable, Equatable {
+    /// Inbox entries removed.
+    package var removed: Int
+    /// The earliest time something left becomes prunable (an expiry, or an acked entry or a
+    /// finished job reaching the retention window); nil when nothing left ever will by time
+    /// alone (a later write or ack changes that, and schedules a pass of its own).
+    package var nextDue: Timestamp?
+
+    package init(removed: Int, nextDue: Timestamp?) {
+        self.removed = removed
+        self.nextDue = nextDue
+    }
+}

@@ -86,9 +86,11 @@ package protocol RelayStore: Sendable {
 
     /// A named secret, created with `generate` and stored on first use.
     func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String
-    /// Deletes what retention and TTL allow; returns the number of inbox entries removed.
+    /// Deletes what retention and TTL allow; returns the number of inbox entries removed and
+    /// when the next pass has work.
     func prune(
-        now: Timestamp, retentionSeconds: Int64, completion: @escaping @Sendable (Result<Int, StoreError>) -> Void)
+        now: Timestamp, retentionSeconds: Int64,
+        completion: @escaping @Sendable (Result<PruneResult, StoreError>) -> Void)
     /// Whether a trivial write goes through now (readiness).
     func checkWritable(completion: @escaping @Sendable (Bool) -> Void)
     /// Finishes queued writes and closes the database.

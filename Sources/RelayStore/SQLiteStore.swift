@@ -448,7 +448,8 @@ package final class SQLiteStore: RelayStore {
     }
 
     package func prune(
-        now: Timestamp, retentionSeconds: Int64, completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
+        now: Timestamp, retentionSeconds: Int64,
+        completion: @escaping @Sendable (Result<PruneResult, StoreError>) -> Void
     ) {
         let cutoff = now.milliseconds - retentionSeconds * 1000
         writer.submit(
@@ -486,7 +487,20 @@ package final class SQLiteStore: RelayStore {
                     DELETE FROM messages WHERE id IN (SELECT DISTINCT message_id FROM doomed)
                     AND NOT EXISTS (SELECT 1 FROM inbox_entries e WHERE e.message_id = messages.id)
                     """)
-                return removed
+                // A pass that hit its bound has more to do at once.
+                if removed >= 20000 { return PruneResult(removed: removed, nextDue: now) }
+                var next: Int64?
+                try db.query(
+                    """
+                    SELECT min(t) FROM (
+                        SELECT min(expires_at) AS t FROM messages
+                        UNION ALL SELECT min(e.created_at) + ?1 FROM inbox_entries e JOIN inboxes i
+                            ON i.user_id = e.user_id WHERE e.seq <= i.ack_seq
+                        UNION ALL SELECT min(updated_at) + ?1 FROM push_jobs WHERE state != 'pending'
+                        UNION ALL SELECT min(updated_at) + ?1 FROM event_jobs WHERE state != 'pending')
+                    """, [.int(retentionSeconds * 1000)]
+                ) { next = $0.optionalInt64(0) }
+                return PruneResult(removed: removed, nextDue: next.map { Timestamp(milliseconds: $0) })
             }, completion: completion)
     }
 

@@ -180,7 +180,10 @@ package final class WebSocketLoop: @unchecked Sendable {
     private func run() {
         var nextTimerCheck = Self.nowMs() + 1000
         while running.load(ordering: .acquiring) {
-            let timeout = unread.isEmpty ? Int32(max(0, min(1000, nextTimerCheck - Self.nowMs()))) : 0
+            // Timers (pings, dead peers, close handshakes) only matter while sockets are open:
+            // with none, sleep until a command arrives (no idle wake-ups).
+            let timeout =
+                !unread.isEmpty ? 0 : connections.isEmpty ? -1 : Int32(max(0, min(1000, nextTimerCheck - Self.nowMs())))
             let waited = poller.wait(timeoutMs: timeout) { event in
                 guard let connection = connections[event.token] else { return }
                 if event.readable { readAvailable(event.token, connection) }

@@ -97,10 +97,12 @@ import Testing
         }
         #expect(acked == .acknowledged(ackSeq: 3))
         // Retention 0 s at a later time: seqs 1-3 (acked) go; 4-5 stay.
-        let removed: Int = try await withCheckedThrowingContinuation { continuation in
+        let pruned: PruneResult = try await withCheckedThrowingContinuation { continuation in
             store.prune(now: Timestamp(milliseconds: 2_000_000), retentionSeconds: 0) { continuation.resume(with: $0) }
         }
-        #expect(removed == 3)
+        #expect(pruned.removed == 3)
+        // What is left expires with its messages (TTL 3600 s from t = 1,000 s).
+        #expect(pruned.nextDue == Timestamp(milliseconds: 1_000_000 + 3_600_000))
         let page = try store.catchUp(userId: "u", after: 1, epoch: nil, limit: 100, maxBytes: 1 << 20)
         #expect(!page.window.complete)
         #expect(page.head.prunedSeq == 3)
@@ -114,12 +116,13 @@ import Testing
         defer { store.close() }
         for n in 1...3 { _ = try await Self.accept(store, try message("m\(n)", ["u", "v"])) }
         // TTL is 3600 s from t = 1,000 s: one millisecond past it, everything has expired.
-        let removed: Int = try await withCheckedThrowingContinuation { continuation in
+        let pruned: PruneResult = try await withCheckedThrowingContinuation { continuation in
             store.prune(now: Timestamp(milliseconds: 1_000_000 + 3_600_000), retentionSeconds: 1_000_000) {
                 continuation.resume(with: $0)
             }
         }
-        #expect(removed == 6)
+        #expect(pruned.removed == 6)
+        #expect(pruned.nextDue == nil)  // nothing left: the next write schedules the next pass
         #expect(try store.message(id: "m2", now: Timestamp(milliseconds: 0)) == nil)
         let page = try store.catchUp(userId: "v", after: 0, epoch: nil, limit: 100, maxBytes: 1 << 20)
         #expect(page.messages.isEmpty)
