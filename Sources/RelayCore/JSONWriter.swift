@@ -116,27 +116,33 @@ public struct JSONWriter: Sendable {
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     private mutating func writeString(_ value: String) {
+        var value = value
+        value.makeContiguousUTF8()  // native strings already are: no copy
+        value.utf8.withContiguousStorageIfAvailable { writeString(utf8: $0) }
+    }
+
+    /// Copies runs that need no escaping whole (most strings are one such run).
+    private mutating func writeString(utf8: UnsafeBufferPointer<UInt8>) {
         bytes.append(UInt8(ascii: "\""))
-        // Fast path: most strings (ids, timestamps) need no escaping and are copied whole.
-        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            bytes.append(contentsOf: value.utf8)
-            bytes.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in value.utf8 {
+        var start = 0
+        for index in 0..<utf8.count {
+            let byte = utf8[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+            start = index + 1
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
             case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
             case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
             case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
             case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
+            default:
                 bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
                 bytes.append(Self.hexDigits[Int(byte >> 4)])
                 bytes.append(Self.hexDigits[Int(byte & 0xF)])
-            default: bytes.append(byte)
             }
         }
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
         bytes.append(UInt8(ascii: "\""))
     }
 }
@@ -165,6 +171,10 @@ extension JSONWriter {
 
     public mutating func member(_ name: String, _ value: Timestamp?) {
         key(name)
-        string(orNull: value?.rfc3339)
+        guard let value else { return null() }
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        value.appendRFC3339(to: &bytes)  // never needs escaping
+        bytes.append(UInt8(ascii: "\""))
     }
 }

@@ -83,6 +83,30 @@ import Testing
         writer.endObject()
         #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"list":[1,{"x":null,"y":[true]},"s"],"n":false}"#)
     }
+
+    @Test func writerEscapesOnlyWhatJSONNeedsAndWritesTimestamps() throws {
+        var writer = JSONWriter()
+        writer.beginArray()
+        for text in ["plain", "", "q\"b\\n\nr\rt\t\u{01}\u{1F}", "héllo 🎉", "end\""] { writer.string(text) }
+        writer.endArray()
+        #expect(
+            String(decoding: writer.bytes, as: UTF8.self)
+                == #"["plain","","q\"b\\n\nr\rt\t\u0001\u001f","héllo 🎉","end\""]"#)
+        // What it writes parses back to the same strings.
+        guard case .array(let items) = try JSONParser.parse(writer.bytes), items.count == 5 else {
+            Issue.record("not an array of 5")
+            return
+        }
+        #expect(items[2].stringValue == "q\"b\\n\nr\rt\t\u{01}\u{1F}")
+        #expect(items[3].stringValue == "héllo 🎉")
+        var object = JSONWriter()
+        object.beginObject()
+        object.member("at", Timestamp(milliseconds: 1_795_976_799_678))
+        object.member("never", nil as Timestamp?)
+        object.endObject()
+        #expect(
+            String(decoding: object.bytes, as: UTF8.self) == #"{"at":"2026-11-29T18:26:39.678Z","never":null}"#)
+    }
 }
 
 @Suite struct UTF8ValidatorTests {
