@@ -7,7 +7,7 @@ APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev pkg-config
 # headless Chromium and its driver open the operator console.
 TEST_PACKAGES := strace curl chromium chromium-driver
 # Extra packages for benchmarks only.
-BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan
+BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan mosquitto redis-server linux-perf gcc
 DEV_ENV := .pushrelay-dev.env
 # `make run` lets push URLs reach local receivers on any port; the relay's own default allows
 # nothing local. Override with PUSHRELAY_PUSH_ALLOWED_HOSTS in the environment or in $(DEV_ENV).
@@ -126,11 +126,12 @@ screenshot: deps $(VENV)/.installed
 fuzz-api: build $(VENV)/.installed
 	Tests/Peers/contract.sh .build/debug/pushrelay 200
 
-## bench: the benchmarks of BENCHMARKS.md (installs wrk, nginx, nchan)
+## bench: every benchmark of BENCHMARKS.md with its anchors (nginx, nchan, a bare libmicrohttpd
+## handler, Redis, mosquitto; installed when missing), RUNS times; the table goes into BENCHMARKS.md
 bench: release
 	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
-	Benchmarks/run.sh
+	Benchmarks/bench.sh
 
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources

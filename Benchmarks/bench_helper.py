@@ -2,6 +2,10 @@
 """Helpers for Benchmarks/run.sh (standard library only).
 
   parse-wrk RESULTS KEY WRK_OUTPUT [--fail-non2xx]   record wrk's req/s, p50/p99, errors
+  parse-redis RESULTS KEY CSV                        record redis-benchmark --csv rps, p50/p99
+  fsync DIR OUT_JSON                                 4 KiB pwrite + fdatasync latency in DIR
+  summary DIR BENCHMARKS_MD                          `make bench`: every run's figures beside the
+                                                     targets, spliced into BENCHMARKS.md
   set RESULTS KEY VALUE                              record a value (JSON if it parses)
   batch-delta RESULTS KEY BEFORE AFTER               group-commit batch sizes between two /metrics dumps
   fill-pushrelay PORT KEY USER COUNT [THREADS]       POST COUNT messages for USER (keep-alive)
@@ -12,6 +16,7 @@
   report RESULTS MARKDOWN                            print the summary table, write it as Markdown
 """
 
+import csv
 import http.client
 import json
 import os
@@ -81,6 +86,22 @@ def cmd_parse_wrk(args):
         sys.exit(f"!!! {key}: could not read a request rate from wrk's output ({wrk_file})")
     if fail_non2xx and parsed["non2xx"]:
         sys.exit(f"!!! {key}: {parsed['non2xx']} of {parsed['requests']} responses were not 2xx")
+
+
+def cmd_parse_redis(args):
+    results, key, csv_file = args
+    with open(csv_file) as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not rows[-1].get("rps"):
+        sys.exit(f"!!! {key}: no rate in redis-benchmark's output ({csv_file})")
+    row = rows[-1]
+    parsed = {"rps": float(row["rps"]), "p50_ms": float(row["p50_latency_ms"]),
+              "p99_ms": float(row["p99_latency_ms"]), "test": row["test"]}
+    data = load(results)
+    data[key] = parsed
+    save(results, data)
+    print(f"    {key}: {fmt_rps(parsed['rps'])} req/s, p50 {fmt_ms(parsed['p50_ms'])} ms, "
+          f"p99 {fmt_ms(parsed['p99_ms'])} ms")
 
 
 def cmd_set(args):
@@ -273,11 +294,23 @@ def cmd_report(args):
         ("nchan publish `POST /pub/bench`", fmt_rps(pub and pub["rps"]),
          fmt_ms(pub and pub["p50_ms"]), fmt_ms(pub and pub["p99_ms"]),
          f"worker_processes {pub_w} (tried {all_runs(pub_runs)})"),
+        ("bare libmicrohttpd handler (PushRelay's settings)", fmt_rps(d.get("mhd_bare", {}).get("rps")),
+         fmt_ms(d.get("mhd_bare", {}).get("p50_ms")), fmt_ms(d.get("mhd_bare", {}).get("p99_ms")),
+         "Benchmarks/mhd_bare.c: reads the body, answers 202, stores nothing"),
+        (f"Redis {meta.get('redis')} `XADD`, `appendfsync always`", fmt_rps(d.get("redis_xadd", {}).get("rps")),
+         fmt_ms(d.get("redis_xadd", {}).get("p50_ms")), fmt_ms(d.get("redis_xadd", {}).get("p99_ms")),
+         f"redis-benchmark -c {meta.get('wrk_args', '').split()[1][2:] if meta.get('wrk_args') else '?'}, "
+         f"{meta.get('users')} streams, same payload"),
         ("PushRelay `POST /v1/messages`", fmt_rps(pr_rps), fmt_ms(pr.get("p50_ms")),
          fmt_ms(pr.get("p99_ms")),
          f"{pr.get('requests')} requests, non-2xx {pr.get('non2xx')}, "
          f"socket errors {sum(pr.get('socket_errors', {}).values())}"),
     ]
+    pb = d.get("pushrelay_batch", {})
+    if pb:
+        rows.append(("PushRelay `POST /v1/messages/batch` (100 msgs x 10 recipients)",
+                     fmt_rps(pb.get("rps")), fmt_ms(pb.get("p50_ms")), fmt_ms(pb.get("p99_ms")),
+                     f"**{fmt_rps(pb['rps'] * 1000)} recipient-messages/s** (-c16)"))
     batch = d.get("batch", {})
     cu_pr, cu_nc = d.get("catchup_pushrelay", {}), d.get("catchup_nchan", {})
 
@@ -287,7 +320,7 @@ def cmd_report(args):
     lines.append(f"- when: {meta.get('date')}; commit {meta.get('commit')}; {meta.get('cpus')} CPUs; "
                  f"{meta.get('nginx')}; wrk {meta.get('wrk_args')} (+{meta.get('warmup')} warm-up per run)")
     lines.append(f"- payload: {meta.get('payload_bytes')}-byte JSON object; PushRelay: one recipient "
-                 f"(`bench`), unique `id` per request, `--http-threads` default")
+                 f"of {meta.get('users')} users per message, unique `id` per request, `--http-threads` default")
     lines.append("")
     lines.append("## Ingest (wrk, loopback)")
     lines.append("")
@@ -298,6 +331,8 @@ def cmd_report(args):
     lines.append("")
     lines.append(f"- PushRelay / nginx ceiling: **{ratio(pr_rps, ceil and ceil['rps'])}**")
     lines.append(f"- PushRelay / nchan publish: **{ratio(pr_rps, pub and pub['rps'])}**")
+    lines.append(f"- PushRelay / Redis XADD (fsync always): **{ratio(pr_rps, d.get('redis_xadd', {}).get('rps'))}**")
+    lines.append(f"- PushRelay / bare libmicrohttpd: **{ratio(pr_rps, d.get('mhd_bare', {}).get('rps'))}**")
     if batch:
         mean = batch.get("mean")
         lines.append(f"- PushRelay group commit during the measured run: {batch.get('commits')} commits "
@@ -325,11 +360,141 @@ def cmd_report(args):
     print(md)
 
 
+def cmd_fsync(args):
+    """What durability alone costs here: 2,000 x (4 KiB pwrite + fdatasync), p50 and p99."""
+    directory, out = args
+    path = os.path.join(directory, "fsync-probe.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    block, times = b"x" * 4096, []
+    try:
+        for i in range(2000):
+            started = time.perf_counter()
+            os.pwrite(fd, block, (i % 64) * 4096)
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    times.sort()
+    result = {"p50_ms": times[1000] * 1000, "p99_ms": times[1980] * 1000}
+    save(out, result)
+    print(f"    fsync: p50 {result['p50_ms']:.3f} ms, p99 {result['p99_ms']:.3f} ms")
+
+
+MARK_BEGIN = "<!-- make-bench:begin -->"
+MARK_END = "<!-- make-bench:end -->"
+
+
+def cmd_summary(args):
+    """Every run's figures of one `make bench` (run.sh, websocket.sh and idle_cpu.sh output in
+    DIR), one column per run, with the issue's targets; written between the markers."""
+    out_dir, md_path = args
+    ingest = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("ingest")]
+    ws = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("ws")]
+    idle_path = os.path.join(out_dir, "idle.json")
+    idle = load(idle_path) if os.path.exists(idle_path) else {}
+    fsyncs = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("fsync")]
+    meta = ingest[0].get("meta", {}) if ingest else {}
+    runs = max(len(ingest), len(ws), 1)
+
+    def rps(d, key):
+        return (d.get(key) or {}).get("rps")
+
+    def best(d, prefix):
+        values = [v.get("rps") or 0 for k, v in d.items() if k.startswith(prefix)]
+        return max(values) if values else None
+
+    def cells(values, fmt):
+        return [fmt(v) if v is not None else "n/a" for v in values] + ["n/a"] * (runs - len(values))
+
+    def ratio(a, b):
+        return None if not a or not b else a / b
+
+    def latency(run, server, subscribers):
+        for key, value in run.items():
+            if key.startswith(f"{server}.latency.--subscribers {subscribers} "):
+                return value
+        return None
+
+    def idle_rss(run, server):
+        for key, value in run.items():
+            if key.startswith(f"{server}.idle."):
+                return value.get("rssPerConnectionKiB")
+        return None
+
+    def pq(v):
+        return "n/a" if v is None else f"{v['p50ms']:.2f} / {v['p99ms']:.2f}"
+
+    rows = []
+    rows.append(("nginx `return 204` (ceiling), req/s", cells([best(d, "ceiling_w") for d in ingest], fmt_rps), ""))
+    rows.append(("bare libmicrohttpd handler, req/s", cells([rps(d, "mhd_bare") for d in ingest], fmt_rps), ""))
+    rows.append(("Redis `XADD`, `appendfsync always`, req/s",
+                 cells([rps(d, "redis_xadd") for d in ingest], fmt_rps), ""))
+    rows.append(("nginx + nchan publish (memory), req/s", cells([best(d, "nchan_pub_w") for d in ingest], fmt_rps), ""))
+    rows.append(("**PushRelay `POST /v1/messages`**, req/s", cells([rps(d, "pushrelay") for d in ingest], fmt_rps), ""))
+    rows.append(("PushRelay / Redis XADD", cells([ratio(rps(d, "pushrelay"), rps(d, "redis_xadd")) for d in ingest],
+                                                 lambda v: f"{v:.2f}"), "≥ 1"))
+    rows.append(("PushRelay / bare libmicrohttpd",
+                 cells([ratio(rps(d, "pushrelay"), rps(d, "mhd_bare")) for d in ingest], lambda v: f"{v:.2f}"),
+                 "≥ 0.5"))
+    rows.append(("PushRelay `POST /v1/messages` p50 / p99 ms",
+                 [f"{fmt_ms(d.get('pushrelay', {}).get('p50_ms'))} / {fmt_ms(d.get('pushrelay', {}).get('p99_ms'))}"
+                  for d in ingest], ""))
+    rows.append(("**Batch publish**, recipient-messages/s",
+                 cells([(rps(d, "pushrelay_batch") or 0) * 1000 or None for d in ingest], fmt_rps), "≥ 150,000"))
+    rows.append((f"**Catch-up of {meta.get('catchup_n')}**, median ms (all runs)",
+                 [f"{d['catchup_pushrelay']['median'] * 1000:.1f} ("
+                  + ", ".join(f"{t * 1000:.1f}" for t in d["catchup_pushrelay"]["times"]) + ")"
+                  if d.get("catchup_pushrelay") else "n/a" for d in ingest], "≤ 25"))
+    rows.append(("nchan catch-up, median ms",
+                 [f"{d['catchup_nchan']['median'] * 1000:.1f}" if d.get("catchup_nchan") else "n/a" for d in ingest],
+                 ""))
+    rows.append(("4 KiB write + fdatasync, p50 / p99 ms",
+                 [f"{f['p50_ms']:.3f} / {f['p99_ms']:.3f}" for f in fsyncs] + ["n/a"] * (runs - len(fsyncs)), ""))
+    for subscribers, rate in ((100, "1k"), (1000, "5k")):
+        for server in ("pushrelay", "mosquitto", "nchan"):
+            name = {"pushrelay": "**PushRelay** (fsync'ed commit first)", "mosquitto": "mosquitto (QoS 1)",
+                    "nchan": "nchan (memory)"}[server]
+            target = "p99 ≤ mosquitto's; p50 ≤ fsync + 0.2" if server == "pushrelay" else ""
+            rows.append((f"Live {subscribers} subs × {rate} msg/s, {name}, p50 / p99 ms",
+                         [pq(latency(run, server, subscribers)) for run in ws], target))
+    rows.append(("RSS per idle WebSocket, KiB: PushRelay / nchan / mosquitto",
+                 [" / ".join("n/a" if idle_rss(run, s) is None else f"{idle_rss(run, s):.1f}"
+                             for s in ("pushrelay", "nchan", "mosquitto")) for run in ws], "keep the lowest"))
+    idle_cell = ("n/a" if not idle else
+                 f"{idle.get('wakeups')} wake-ups, {idle.get('ticks')} CPU ticks in {idle.get('seconds')} s")
+    rows.append(("**Idle** after work (context switches, all threads)", [idle_cell] + [""] * (runs - 1), "0"))
+
+    lines = [MARK_BEGIN, "", f"## `make bench` (issue 12): {meta.get('date', '?')}, commit {meta.get('commit', '?')}", ""]
+    lines.append(f"Command: `make bench` (RUNS={runs}): `Benchmarks/run.sh` {len(ingest)}×, "
+                 f"`Benchmarks/websocket.sh` {len(ws)}×, `Benchmarks/idle_cpu.sh` once; {meta.get('cpus')} CPUs; "
+                 f"wrk {meta.get('wrk_args')}; {meta.get('payload_bytes')}-byte payloads; one recipient of "
+                 f"{meta.get('users')} users per message. Every figure of a column comes from the same run.")
+    lines.append("")
+    lines.append("| | " + " | ".join(f"run {i + 1}" for i in range(runs)) + " | target |")
+    lines.append("|---|" + "---:|" * runs + "---|")
+    for name, values, target in rows:
+        lines.append(f"| {name} | " + " | ".join(values) + f" | {target} |")
+    lines.append("")
+    lines.append(MARK_END)
+    block = "\n".join(lines)
+    with open(md_path) as f:
+        text = f.read()
+    if MARK_BEGIN in text and MARK_END in text:
+        head, rest = text.split(MARK_BEGIN, 1)
+        text = head + block + rest.split(MARK_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(block)
+
+
 COMMANDS = {
-    "parse-wrk": cmd_parse_wrk, "set": cmd_set, "batch-delta": cmd_batch_delta,
+    "parse-wrk": cmd_parse_wrk, "parse-redis": cmd_parse_redis, "set": cmd_set, "batch-delta": cmd_batch_delta,
     "fill-pushrelay": cmd_fill_pushrelay, "fill-nchan": cmd_fill_nchan,
     "check-pushrelay": cmd_check_pushrelay, "check-nchan": cmd_check_nchan,
-    "median": cmd_median, "report": cmd_report,
+    "median": cmd_median, "report": cmd_report, "fsync": cmd_fsync, "summary": cmd_summary,
 }
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Idle CPU of the relay: 20 devices registered, no traffic, CPU ticks (utime + stime, 1/100 s)
-# the process uses over SECONDS (default 60). Usage: Benchmarks/idle_cpu.sh [BINARY]
+# Idle cost of the relay after some work: 20 devices registered and 20 messages stored (to users
+# without devices, so no push is pending), then, once the connections have closed, CPU ticks
+# (utime + stime, 1/100 s) and wake-ups (context switches of every thread, `perf stat`) over
+# SECONDS_TO_WATCH (default 60). Nothing to do must mean nothing runs.
+#   Benchmarks/idle_cpu.sh [BINARY]        IDLE_JSON=path also writes the figures as JSON
 set -euo pipefail
 BIN=${1:-.build/release/pushrelay}
 SECONDS_TO_WATCH=${SECONDS_TO_WATCH:-60}
+command -v perf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; }
 TMP=$(mktemp -d /tmp/pushrelay-idle.XXXXXX)
 "$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys idle-key \
     --push-allowed-hosts '127.0.0.1:*' --access-log false >"$TMP/out" 2>"$TMP/err" &
@@ -14,11 +18,17 @@ URL=$(sed -n 's/.*listening on //p' "$TMP/out")
 for n in $(seq 20); do
     curl -sf -o /dev/null -X PUT "$URL/v1/users/u$n/devices/phone" -H 'Authorization: Bearer idle-key' \
         -H 'Content-Type: application/json' -d '{"pushUrl":"http://127.0.0.1:9/push"}'
+    curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer idle-key' \
+        -H 'Content-Type: application/json' -d "{\"id\":\"idle-$n\",\"recipients\":[\"nodevice$n\"],\"payload\":{}}"
 done
-sleep 2
+sleep 5 # the last connection's sweep and the heap trim after it
 ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 before=$(ticks)
-sleep "$SECONDS_TO_WATCH"
+switches=$(perf stat -x, -e context-switches -p "$PID" -- sleep "$SECONDS_TO_WATCH" 2>&1 >/dev/null | awk -F, '/context-switches/ {print ($1 ~ /^[0-9]+$/) ? $1 : 0}')
 after=$(ticks)
 used=$((after - before))
-echo "idle CPU: $used ticks in ${SECONDS_TO_WATCH} s = $(awk "BEGIN {printf \"%.2f\", $used / $SECONDS_TO_WATCH}") % of a core"
+echo "idle: $used CPU ticks and ${switches:-?} wake-ups (context switches) in ${SECONDS_TO_WATCH} s" \
+    "= $(awk "BEGIN {printf \"%.2f\", $used / $SECONDS_TO_WATCH}") % of a core"
+if [[ -n "${IDLE_JSON:-}" ]]; then
+    printf '{"seconds":%s,"ticks":%s,"wakeups":%s}\n' "$SECONDS_TO_WATCH" "$used" "${switches:-null}" >"$IDLE_JSON"
+fi

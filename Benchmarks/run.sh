@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# PushRelay ingest and catch-up benchmark, against an nginx ceiling and nginx + nchan.
+# PushRelay ingest, batch and catch-up benchmark (one run), beside its anchors measured in the
+# same run: nginx `return 204` (the HTTP ceiling), nginx + nchan publish, a bare libmicrohttpd
+# handler with PushRelay's settings (Benchmarks/mhd_bare.c: the HTTP layer's own ceiling), and
+# Redis `XADD` with `appendfsync always` (a durable peer). `make bench` runs it with the
+# WebSocket and idle benchmarks, several times, and writes the table into BENCHMARKS.md.
 #
 #   Benchmarks/run.sh                 (from the repo root, after `swift build -c release`)
 #   DURATION=30s Benchmarks/run.sh
@@ -12,7 +16,10 @@
 #   DURATION=10s        each measured wrk run          WARMUP=2s     wrk warm-up before each run
 #   WRK_THREADS=2  WRK_CONNECTIONS=64                   CATCHUP_N=10000  CATCHUP_RUNS=5
 #   NGINX_WORKERS="1 auto"  worker_processes values tried; the best of each nginx test is reported
-#   PR_PORT=18080  NG_PORT=18081                        KEEP_TMP=1    keep the temp dir (logs, db)
+#   PR_PORT=18080  NG_PORT=18081  MHD_PORT=18083  REDIS_PORT=16379   KEEP_TMP=1  keep the temp dir
+#   USERS=1000          PushRelay ingest recipients rotate over this many users
+#   REDIS_REQUESTS=600000  requests of the redis-benchmark run (about DURATION at ~60k/s)
+#   RESULTS_JSON=path   also copy the run's raw results there
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,6 +36,10 @@ CATCHUP_RUNS=${CATCHUP_RUNS:-5}
 NGINX_WORKERS=${NGINX_WORKERS:-"1 auto"}
 PR_PORT=${PR_PORT:-18080}
 NG_PORT=${NG_PORT:-18081}
+MHD_PORT=${MHD_PORT:-18083}
+REDIS_PORT=${REDIS_PORT:-16379}
+USERS=${USERS:-1000}
+REDIS_REQUESTS=${REDIS_REQUESTS:-600000}
 KEY=benchkey
 PR_URL="http://127.0.0.1:$PR_PORT"
 NG_URL="http://127.0.0.1:$NG_PORT"
@@ -58,8 +69,12 @@ need_pkg libnginx-mod-nchan
 NCHAN_SO=$(dpkg -L libnginx-mod-nchan | grep -m1 '/ngx_nchan_module\.so$') \
     || die "ngx_nchan_module.so not found in libnginx-mod-nchan"
 NGINX_VERSION=$(nginx -v 2>&1 | sed 's/^nginx version: //')
+command -v redis-server >/dev/null || need_pkg redis-server
+command -v cc >/dev/null || need_pkg gcc
+[[ -f /usr/include/microhttpd.h ]] || need_pkg libmicrohttpd-dev
+REDIS_VERSION=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 
-for port in "$PR_PORT" "$NG_PORT"; do
+for port in "$PR_PORT" "$NG_PORT" "$MHD_PORT"; do
     if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
         die "something already answers on 127.0.0.1:$port (set PR_PORT / NG_PORT)"
     fi
@@ -74,6 +89,8 @@ chmod 777 "$NGX_DIR/body" # nginx workers run as nobody when started by root
 RESULTS="$TMP/results.json"
 NGINX_PID=""
 PR_PID=""
+MHD_PID=""
+REDIS_PID=""
 CHILD_PID="" # the wrk or helper process running now
 
 stop_pid() { # stop_pid PID NAME: TERM, wait up to 10 s, then KILL (and the children)
@@ -103,6 +120,8 @@ cleanup() {
     if [[ -n "$CHILD_PID" ]]; then kill -TERM "$CHILD_PID" 2>/dev/null || true; wait "$CHILD_PID" 2>/dev/null || true; fi
     stop_pushrelay
     stop_nginx
+    stop_pid "$MHD_PID" mhd_bare
+    stop_pid "$REDIS_PID" redis-server
     if ((rc != 0)); then
         if ((rc == 130 || rc == 143)); then
             printf '\n!!! benchmark interrupted\n' >&2
@@ -155,7 +174,8 @@ if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then g
 helper set "$RESULTS" meta "$(python3 -c 'import json,sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
     date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" commit "$git_commit" cpus "$(nproc)" nginx "$NGINX_VERSION" \
     wrk_args "-t$WRK_THREADS -c$WRK_CONNECTIONS -d$DURATION --latency" warmup "$WARMUP" \
-    payload_bytes "${#BENCH_PAYLOAD}" catchup_n "$CATCHUP_N" catchup_runs "$CATCHUP_RUNS")"
+    payload_bytes "${#BENCH_PAYLOAD}" catchup_n "$CATCHUP_N" catchup_runs "$CATCHUP_RUNS" users "$USERS" \
+    redis "$REDIS_VERSION")"
 
 # ---------------------------------------------------------------- nginx + nchan
 start_nginx() { # start_nginx WORKERS
@@ -234,6 +254,43 @@ for w in $NGINX_WORKERS; do
     stop_nginx
 done
 
+# ---------------------------------------------------------------- bare libmicrohttpd
+say "bare libmicrohttpd handler (PushRelay's settings) POST /v1/messages ($DURATION)"
+cc -O2 -o "$TMP/mhd_bare" "$BENCH/mhd_bare.c" -lmicrohttpd || die "cannot build Benchmarks/mhd_bare.c"
+"$TMP/mhd_bare" "$MHD_PORT" >"$TMP/mhd_bare.log" 2>&1 &
+MHD_PID=$!
+for ((i = 0; i < 100; i++)); do
+    [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -X POST -d x "http://127.0.0.1:$MHD_PORT/v1/messages" || true) == 202 ]] && break
+    sleep 0.1
+done
+run_child wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$WARMUP" -s "$BENCH/post.lua" \
+    "http://127.0.0.1:$MHD_PORT/v1/messages" -- mhdw bench "$KEY" "$USERS" >"$TMP/mhd_bare.warmup.wrk"
+run_child wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$DURATION" --latency -s "$BENCH/post.lua" \
+    "http://127.0.0.1:$MHD_PORT/v1/messages" -- mhdm bench "$KEY" "$USERS" >"$TMP/mhd_bare.wrk"
+helper parse-wrk "$RESULTS" mhd_bare "$TMP/mhd_bare.wrk" --fail-non2xx
+stop_pid "$MHD_PID" mhd_bare
+MHD_PID=""
+
+# ---------------------------------------------------------------- Redis XADD, fsync per write
+say "redis-server $REDIS_VERSION XADD, appendfsync always ($REDIS_REQUESTS requests, -c $WRK_CONNECTIONS, $USERS streams)"
+mkdir -p "$TMP/redis"
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
+    --dir "$TMP/redis" --daemonize no >"$TMP/redis.log" 2>&1 &
+REDIS_PID=$!
+for ((i = 0; i < 100; i++)); do
+    [[ $(redis-cli -p "$REDIS_PORT" ping 2>/dev/null || true) == PONG ]] && break
+    sleep 0.1
+done
+redis_xadd() { # redis_xadd REQUESTS: CSV with the rps and latency percentiles
+    redis-benchmark -p "$REDIS_PORT" -c "$WRK_CONNECTIONS" -n "$1" -r "$USERS" --csv \
+        XADD 'stream:__rand_int__' '*' payload "$BENCH_PAYLOAD"
+}
+run_child redis_xadd 50000 >"$TMP/redis.warmup.csv"
+run_child redis_xadd "$REDIS_REQUESTS" >"$TMP/redis.csv"
+helper parse-redis "$RESULTS" redis_xadd "$TMP/redis.csv"
+stop_pid "$REDIS_PID" redis-server
+REDIS_PID=""
+
 # ---------------------------------------------------------------- PushRelay ingest
 say "starting pushrelay on $PR_URL (db $TMP/bench.sqlite)"
 "$BIN" serve --listen "127.0.0.1:$PR_PORT" --db "$TMP/bench.sqlite" --server-keys "$KEY" \
@@ -247,17 +304,22 @@ done
 [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$PR_URL/readyz" || true) == 200 ]] \
     || die "pushrelay /readyz did not answer 200 within 30 s"
 
-say "pushrelay POST /v1/messages ($DURATION, one recipient, unique ids)"
+say "pushrelay POST /v1/messages ($DURATION, one recipient of $USERS users, unique ids)"
 run_id="b$(date +%s)"
 run_child wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$WARMUP" -s "$BENCH/post.lua" "$PR_URL/v1/messages" \
-    -- "${run_id}w" bench "$KEY" >"$TMP/pushrelay.warmup.wrk"
+    -- "${run_id}w" bench "$KEY" "$USERS" >"$TMP/pushrelay.warmup.wrk"
 helper parse-wrk "$RESULTS" pushrelay_warmup "$TMP/pushrelay.warmup.wrk" --fail-non2xx >/dev/null
 curl -s "$PR_URL/metrics" >"$TMP/metrics.before"
 run_child wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$DURATION" --latency -s "$BENCH/post.lua" \
-    "$PR_URL/v1/messages" -- "${run_id}m" bench "$KEY" >"$TMP/pushrelay.wrk"
+    "$PR_URL/v1/messages" -- "${run_id}m" bench "$KEY" "$USERS" >"$TMP/pushrelay.wrk"
 curl -s "$PR_URL/metrics" >"$TMP/metrics.after"
 helper batch-delta "$RESULTS" batch "$TMP/metrics.before" "$TMP/metrics.after"
 helper parse-wrk "$RESULTS" pushrelay "$TMP/pushrelay.wrk" --fail-non2xx
+
+say "pushrelay POST /v1/messages/batch ($DURATION, -c16, 100 messages x 10 recipients per batch)"
+run_child wrk -t"$WRK_THREADS" -c16 -d"$DURATION" --latency -s "$BENCH/batch.lua" "$PR_URL/v1/messages/batch" \
+    -- "${run_id}b" 100 10 "$KEY" >"$TMP/batch.wrk"
+helper parse-wrk "$RESULTS" pushrelay_batch "$TMP/batch.wrk" --fail-non2xx
 
 # ---------------------------------------------------------------- catch-up
 say "catch-up: posting $CATCHUP_N messages to PushRelay user 'catchup'"
@@ -310,3 +372,4 @@ stop_nginx
 echo
 helper report "$RESULTS" "$BENCH/results/latest.md"
 say "written to Benchmarks/results/latest.md"
+if [[ -n "${RESULTS_JSON:-}" ]]; then cp "$RESULTS" "$RESULTS_JSON"; fi

@@ -10,7 +10,8 @@
 # subscribers at 1,000 msg/s and 1,000 subscribers at 5,000 msg/s. For PushRelay the path is
 # POST /v1/messages (durable: committed with fsync) → WebSocket frame; for nchan POST /pub →
 # WebSocket; for mosquitto an MQTT QoS 1 PUBLISH over TCP → MQTT-over-WebSocket subscriber.
-# Loopback only; every run is bounded. Writes Benchmarks/results/websocket.md.
+# Loopback only; every run is bounded. Writes Benchmarks/results/websocket.md (and the raw
+# figures as JSON to $WS_JSON when set).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
@@ -118,3 +119,16 @@ mkdir -p "$ROOT/Benchmarks/results"
         echo "| $name | $(field "$idle" rssPerConnectionKiB) ($(field "$idle" open) open) | $(field "$a" p50ms) / $(field "$a" p99ms) ($(field "$a" received)/$(field "$a" sent)) | $(field "$b" p50ms) / $(field "$b" p99ms) ($(field "$b" received)/$(field "$b" sent)) |"
     done
 } | tee "$ROOT/Benchmarks/results/websocket.md"
+# The raw figures for `make bench`'s summary.
+if [[ -n "${WS_JSON:-}" ]]; then
+    {
+        echo "{"
+        first=1
+        for key in "${!RESULT[@]}"; do
+            ((first)) || echo ","
+            first=0
+            printf '"%s": %s' "$key" "${RESULT[$key]}"
+        done
+        echo "}"
+    } >"$WS_JSON"
+fi

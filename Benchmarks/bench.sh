@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark of issue 12 in one go, RUNS times (default 2), each run with its
+# anchors measured in the same script run, then one table of every run's figures spliced into
+# BENCHMARKS.md (between the make-bench markers) and Benchmarks/results/bench.md.
+#
+#   Benchmarks/bench.sh            (after `swift build -c release`; `make bench` does both)
+#   RUNS=3 DURATION=10s Benchmarks/bench.sh
+#
+# run.sh: nginx ceiling, nchan, bare libmicrohttpd, Redis XADD (fsync always), PushRelay single
+# and batch ingest, catch-up of 10,000 (PushRelay and nchan). websocket.sh: RSS per idle socket and
+# live latency at 100 x 1k/s and 1,000 x 5k/s (PushRelay, nchan, mosquitto). idle_cpu.sh: wake-ups
+# and CPU of an idle relay after some work. Each script installs the servers it needs.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+RUNS=${RUNS:-2}
+OUT=$(mktemp -d /tmp/pushrelay-bench-all.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+for ((run = 1; run <= RUNS; run++)); do
+    echo "=== run $run of $RUNS: ingest, batch, catch-up"
+    RESULTS_JSON="$OUT/ingest$run.json" Benchmarks/run.sh
+    echo "=== run $run of $RUNS: WebSockets (and what an fsync costs, beside them)"
+    python3 Benchmarks/bench_helper.py fsync "$OUT" "$OUT/fsync$run.json"
+    WS_JSON="$OUT/ws$run.json" Benchmarks/websocket.sh
+done
+echo "=== idle"
+IDLE_JSON="$OUT/idle.json" Benchmarks/idle_cpu.sh
+mkdir -p Benchmarks/results
+python3 Benchmarks/bench_helper.py summary "$OUT" BENCHMARKS.md | tee Benchmarks/results/bench.md
+echo "==> written to BENCHMARKS.md and Benchmarks/results/bench.md"
