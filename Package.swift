@@ -111,7 +111,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "RelayUnitTests",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "WebSocketCodec"],
+            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayLocks", "WebSocketCodec"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

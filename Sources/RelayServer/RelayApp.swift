@@ -40,9 +40,9 @@ package final class RelayApp: @unchecked Sendable {
         let commits = CommitSignal()
         store = try SQLiteStore(
             path: config.db, epochFor: { epochKey.epoch(for: $0) },
-            onBatch: {
-                metrics.recordBatch(size: $0)
-                commits.fire()
+            onBatch: { batch in
+                metrics.recordBatch(size: batch.writes)
+                if !batch.maintenanceOnly { commits.fire() }
             },
             onFailure: { write, error in logger.error("store write failed", ("write", write), ("error", "\(error)")) })
         let secrets = try Secrets.resolve(config: config, store: store)

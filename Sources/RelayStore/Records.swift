@@ -159,6 +159,15 @@ package struct TokenRevocation: Sendable, Equatable {
     }
 }
 
+/// A committed transaction, as its listeners see it.
+package struct CommittedBatch: Sendable {
+    /// Writes in it.
+    package var writes: Int
+    /// Only housekeeping (retention): nothing in it creates work for anyone, so it wakes no one
+    /// (a retention pass woken by its own commit would run forever).
+    package var maintenanceOnly: Bool
+}
+
 /// What one retention pass did, and when the next one has work.
 package struct PruneResult: Sendable, Equatable {
     /// Inbox entries removed.

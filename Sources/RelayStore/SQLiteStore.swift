@@ -16,11 +16,11 @@ package final class SQLiteStore: RelayStore {
     /// Opens (creating and migrating) the database at `path`.
     /// - Parameters:
     ///   - epochFor: the epoch of a new inbox for a user id.
-    ///   - onBatch: called with the number of writes in each committed transaction.
+    ///   - onBatch: called after each committed transaction.
     ///   - onFailure: called with the name of a fire-and-forget write that failed, and why.
     package init(
         path: String, epochFor: @escaping @Sendable (String) -> String,
-        onBatch: @escaping @Sendable (Int) -> Void = { _ in },
+        onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
         do {
@@ -453,6 +453,7 @@ package final class SQLiteStore: RelayStore {
     ) {
         let cutoff = now.milliseconds - retentionSeconds * 1000
         writer.submit(
+            maintenance: true,
             { db in
                 try db.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL)"

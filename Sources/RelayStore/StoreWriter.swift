@@ -19,6 +19,8 @@ package final class StoreWriter: @unchecked Sendable {
         let run: @Sendable (SQLiteConnection) throws -> Completion
         /// Completes it when the write itself (or the transaction's start) failed.
         let fail: @Sendable (StoreError) -> Void
+        /// Housekeeping (see `CommittedBatch.maintenanceOnly`).
+        let maintenance: Bool
     }
 
     private typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
@@ -32,7 +34,7 @@ package final class StoreWriter: @unchecked Sendable {
 
     private let state = LockedValue(State())
     /// Called with each committed batch's size (metrics).
-    private let onBatch: @Sendable (Int) -> Void
+    private let onBatch: @Sendable (CommittedBatch) -> Void
     /// Completions (building answers, resuming connections) run here, so that the writer starts
     /// the next transaction at once instead of spending its time on them.
     private let completions = DispatchQueue(label: "pushrelay-store-completions")
@@ -40,7 +42,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// The most writes one transaction takes; bounds the latency of the first of them.
     static let maxBatch = 1024
 
-    init(connection: SQLiteConnection, onBatch: @escaping @Sendable (Int) -> Void) {
+    init(connection: SQLiteConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void) {
         self.connection = connection
         self.onBatch = onBatch
     }
@@ -52,8 +54,9 @@ package final class StoreWriter: @unchecked Sendable {
     }
 
     /// Queues `work`; `completion` runs on the completion queue after the commit (or the failure).
+    /// A `maintenance` write does not count as a change for the commit's listeners.
     func submit<T: Sendable>(
-        _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
+        maintenance: Bool = false, _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         let operation = Operation(
@@ -61,7 +64,7 @@ package final class StoreWriter: @unchecked Sendable {
                 let value = try work(connection)
                 return { outcome in completion(outcome.map { value }) }
             },
-            fail: { completion(.failure($0)) })
+            fail: { completion(.failure($0)) }, maintenance: maintenance)
         let queued = state.withLock { state -> Bool in
             guard !state.stopping else { return false }
             state.queue.append(operation)
@@ -127,7 +130,7 @@ package final class StoreWriter: @unchecked Sendable {
         let outcome: Result<Void, StoreError>
         do {
             try connection.run("COMMIT")
-            onBatch(batch.count)
+            onBatch(CommittedBatch(writes: batch.count, maintenanceOnly: batch.allSatisfy(\.maintenance)))
             outcome = .success(())
         } catch {
             _ = try? connection.run("ROLLBACK")

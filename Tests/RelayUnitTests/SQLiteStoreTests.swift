@@ -1,5 +1,6 @@
 import Foundation
 import RelayCore
+import RelayLocks
 import RelayStore
 import Testing
 
@@ -23,6 +24,25 @@ import Testing
         try await withCheckedThrowingContinuation { continuation in
             store.accept(new) { continuation.resume(with: $0) }
         }
+    }
+
+    /// A retention pass wakes nobody (it is re-armed by writes, and would otherwise re-arm
+    /// itself forever); a message's commit does.
+    @Test func onlyCommitsWithRealWritesCountAsChanges() async throws {
+        let batches = Batches()
+        let store = try SQLiteStore(path: path, epochFor: { "epoch-\($0)" }, onBatch: { batches.append($0) })
+        defer { store.close() }
+        _ = try await Self.accept(store, try message("m1", ["u"]))
+        let _: PruneResult = try await withCheckedThrowingContinuation { continuation in
+            store.prune(now: Timestamp(milliseconds: 2_000_000), retentionSeconds: 0) { continuation.resume(with: $0) }
+        }
+        #expect(batches.all.map(\.maintenanceOnly) == [false, true])
+    }
+
+    final class Batches: Sendable {
+        private let batches = LockedValue<[CommittedBatch]>([])
+        func append(_ batch: CommittedBatch) { batches.withLock { $0.append(batch) } }
+        var all: [CommittedBatch] { batches.withLock { $0 } }
     }
 
     @Test func concurrentAcceptsGetGaplessSeqs() async throws {
