@@ -138,27 +138,25 @@ final class LiveSession: Sendable {
     private func finishSync(startedAfter after: Int64) {
         // Messages committed during the catch-up were only noted: send them now, then `synced`
         // in the same step that ends the sync (so no live message can slip in before it).
-        var lastSent: Int64 = 0
-        while true {
-            let behind = cursor.withLock { cursor -> Int64? in
-                if cursor.newestLive > cursor.lastSent { return cursor.newestLive }
-                cursor.syncing = false
-                lastSent = cursor.lastSent
-                handle.send(frames: Self.synced(cursor.lastSent))
-                return nil
-            }
-            guard let behind else { break }
+        while let behind = cursor.withLock({ cursor -> Int64? in
+            if cursor.newestLive > cursor.lastSent { return cursor.newestLive }
+            cursor.syncing = false
+            if cursor.lastSent > after { caughtUp(to: cursor.lastSent) }
+            handle.send(frames: Self.synced(cursor.lastSent))
+            return nil
+        }) {
             guard fillGap(upTo: behind) else { return }
         }
-        if lastSent > after {
-            store.markFetched(userId: userId, seq: lastSent)
-            // The device was sent everything up to here: its pushes for it now wait for the ack
-            // (and still go out if none comes, whatever happens to this socket).
-            let time = now().milliseconds
-            for case .waitForAck(let until) in delivery.decide(.caughtUp(currentDue: time), now: time) {
-                store.awaitAck(
-                    userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
-            }
+    }
+
+    /// The device was sent everything up to `lastSent`: recorded, and its pushes for it now wait
+    /// for the ack (and still go out if none comes, whatever happens to this socket). Queued
+    /// before `synced` leaves, so before any ack the client sends for it.
+    private func caughtUp(to lastSent: Int64) {
+        store.markFetched(userId: userId, seq: lastSent)
+        let time = now().milliseconds
+        for case .waitForAck(let until) in delivery.decide(.caughtUp(currentDue: time), now: time) {
+            store.awaitAck(userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
         }
     }
 

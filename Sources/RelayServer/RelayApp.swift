@@ -27,6 +27,7 @@ package final class RelayApp: @unchecked Sendable {
     let notifier: PushNotifier
     /// The retention pass; armed by commits (see `startTimers`).
     private let prune = DemandTimer()
+    /// Gives freed heap back to the system a few seconds after socket churn.
     private let trim = DemandTimer()
     /// Everything with a start and a stop, in start order (see `start()`).
     private var services = ServiceGroup([])
