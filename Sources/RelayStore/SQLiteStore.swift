@@ -60,7 +60,7 @@ package final class SQLiteStore: RelayStore {
     package func accept(_ new: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     {
         let epochFor = self.epochFor
-        writer.submit({ db in try Self.accept(new, db, epochFor: epochFor) }, completion: completion)
+        writer.submit(leadIfIdle: true, { db in try Self.accept(new, db, epochFor: epochFor) }, completion: completion)
     }
 
     package func acceptBatch(
@@ -69,7 +69,8 @@ package final class SQLiteStore: RelayStore {
         let epochFor = self.epochFor
         // One write: every item commits with the others (or, if the transaction fails, none does).
         writer.submit(
-            { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } }, completion: completion)
+            leadIfIdle: true, { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } },
+            completion: completion)
     }
 
     /// One message into the inboxes of its recipients, inside the caller's transaction.

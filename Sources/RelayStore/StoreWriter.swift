@@ -10,11 +10,14 @@ import RelayLocks
 /// fsync, which is where durable throughput comes from. A write that fails rolls back its own
 /// savepoint only; a failed COMMIT fails the whole batch, and nothing of it was stored.
 ///
-/// `@unchecked Sendable`: the connection is touched only by the writer thread; the queue is in a
-/// `LockedValue`.
+/// A caller that finds the writer idle may commit its own write on its thread (`leadIfIdle`):
+/// at low load a request then never changes threads; under load nothing changes.
+///
+/// `@unchecked Sendable`: the connection is touched only by whoever holds `committing` (the
+/// writer thread or one leading caller), set and cleared under the `LockedValue` of the queue.
 package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
-        /// Runs on the writer thread inside a savepoint; returns what completes it once the
+        /// Runs inside a savepoint of the current transaction; returns what completes it once the
         /// transaction's fate is known (it carries the write's value, if any).
         let run: @Sendable (SQLiteConnection) throws -> Completion
         /// Completes it when the write itself (or the transaction's start) failed.
@@ -25,9 +28,14 @@ package final class StoreWriter: @unchecked Sendable {
 
     private typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
 
+    /// What `submit` does with a write.
+    private enum Admission { case closed, queued, leading }
+
     private let connection: SQLiteConnection
     private struct State {
         var queue: [Operation] = []
+        /// A transaction is running (on the writer thread, or on a caller leading its own write).
+        var committing = false
         var stopping = false
         var stopped = false
     }
@@ -38,6 +46,9 @@ package final class StoreWriter: @unchecked Sendable {
     /// Completions (building answers, resuming connections) run here, so that the writer starts
     /// the next transaction at once instead of spending its time on them.
     private let completions = DispatchQueue(label: "pushrelay-store-completions")
+    /// Marks code running as a completion: a write submitted from there never leads (its
+    /// `completions.sync` would wait for the very block that calls it).
+    private static let inCompletion = DispatchSpecificKey<Bool>()
 
     /// The most writes one transaction takes; bounds the latency of the first of them.
     static let maxBatch = 1024
@@ -45,6 +56,7 @@ package final class StoreWriter: @unchecked Sendable {
     init(connection: SQLiteConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void) {
         self.connection = connection
         self.onBatch = onBatch
+        completions.setSpecific(key: Self.inCompletion, value: true)
     }
 
     func start() {
@@ -55,8 +67,17 @@ package final class StoreWriter: @unchecked Sendable {
 
     /// Queues `work`; `completion` runs on the completion queue after the commit (or the failure).
     /// A `maintenance` write does not count as a change for the commit's listeners.
+    ///
+    /// With `leadIfIdle`, a caller that finds the writer idle and nothing queued commits its
+    /// write itself, on its own thread, and runs the completion there before returning: a lone
+    /// write then costs no thread hand-off at all (the writer's wake-up, the completion queue's,
+    /// and for a request its connection's suspend and resume). Under load the writer is busy and
+    /// the write joins the next group as usual. Only for callers that hold no lock a completion
+    /// might need (the HTTP handlers: a completion runs live delivery); a write submitted by a
+    /// completion (the Matrix gateway stores an event's messages one after the other) is queued.
     func submit<T: Sendable>(
-        maintenance: Bool = false, _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
+        maintenance: Bool = false, leadIfIdle: Bool = false,
+        _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         let operation = Operation(
@@ -65,16 +86,33 @@ package final class StoreWriter: @unchecked Sendable {
                 return { outcome in completion(outcome.map { value }) }
             },
             fail: { completion(.failure($0)) }, maintenance: maintenance)
-        let queued = state.withLock { state -> Bool in
-            guard !state.stopping else { return false }
+        let mayLead = leadIfIdle && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
+        let admission = state.withLock { state -> Admission in
+            guard !state.stopping else { return .closed }
+            if mayLead, !state.committing, state.queue.isEmpty {
+                state.committing = true
+                return .leading
+            }
             state.queue.append(operation)
-            return true
+            return .queued
         }
-        guard queued else {
+        switch admission {
+        case .closed:
             completion(.failure(.closed))
-            return
+        case .queued:
+            state.signal()
+        case .leading:
+            // Completions keep commit order: this one runs (after any still queued) before the
+            // writer may start the next transaction.
+            completions.sync(execute: commit([operation]))
+            // Wake the writer only if writes queued up meanwhile (or it is stopping): waking it for
+            // nothing would put a futex call on every lone request's path.
+            let waiting = state.withLock { state -> Bool in
+                state.committing = false
+                return !state.queue.isEmpty || state.stopping
+            }
+            if waiting { state.broadcast() }
         }
-        state.signal()
     }
 
     /// Finishes every queued write, then stops the thread. Later submissions fail with `.closed`.
@@ -87,11 +125,13 @@ package final class StoreWriter: @unchecked Sendable {
 
     private func run() {
         while true {
-            let batch = state.withLock(when: { !$0.queue.isEmpty || $0.stopping }) { state -> [Operation] in
+            let batch = state.withLock(when: { (!$0.queue.isEmpty || $0.stopping) && !$0.committing }) {
+                state -> [Operation] in
                 guard !state.queue.isEmpty else {
                     state.stopped = true
                     return []
                 }
+                state.committing = true
                 let take = min(state.queue.count, Self.maxBatch)
                 defer { state.queue.removeFirst(take) }
                 return Array(state.queue.prefix(take))
@@ -100,17 +140,18 @@ package final class StoreWriter: @unchecked Sendable {
                 state.broadcast()  // `stop()` waits for `stopped`
                 return
             }
-            commit(batch)
+            completions.async(execute: commit(batch))
+            state.withLock { $0.committing = false }
         }
     }
 
-    private func commit(_ batch: [Operation]) {
+    /// Runs one transaction; returns what completes its writes (in order, after earlier ones).
+    private func commit(_ batch: [Operation]) -> @Sendable () -> Void {
         do {
             try connection.run("BEGIN IMMEDIATE")
         } catch {
             let failure = Self.storeError(error)
-            completions.async { for operation in batch { operation.fail(failure) } }
-            return
+            return { for operation in batch { operation.fail(failure) } }
         }
         var succeeded: [Completion] = []
         var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
@@ -136,7 +177,7 @@ package final class StoreWriter: @unchecked Sendable {
             _ = try? connection.run("ROLLBACK")
             outcome = .failure(Self.storeError(error))
         }
-        completions.async { [succeeded, failed] in
+        return { [succeeded, failed] in
             for completion in succeeded { completion(outcome) }
             for (fail, error) in failed { fail(error) }
         }

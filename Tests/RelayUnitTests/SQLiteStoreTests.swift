@@ -71,6 +71,54 @@ import Testing
         #expect(page.window.complete)
     }
 
+    /// Completions run in commit order whether a write was committed by the writer thread (in
+    /// a group) or by its caller leading it alone: live delivery relies on it. Eight threads
+    /// accept for one user; the completions must see its seqs 1, 2, 3, … in that order.
+    @Test func completionsKeepCommitOrderWithLeadingCallers() throws {
+        let store = try open()
+        defer { store.close() }
+        let order = LockedValue<[Int64]>([])
+        let messages = try (0..<8).map { worker in try (0..<100).map { try message("o\(worker)-\($0)", ["u"]) } }
+        let threads = messages.map { batch in
+            Thread {
+                for new in batch {
+                    let done = LockedValue(false)
+                    store.accept(new) { result in
+                        if case .success(.accepted(let recipients)) = result {
+                            order.withLock { $0.append(recipients[0].seq) }
+                            order.broadcast()
+                        }
+                        done.withLock { $0 = true }
+                        done.signal()
+                    }
+                    done.withLock(when: { $0 }) { _ in }
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        let finished = order.withLock(when: { $0.count == 800 }, waitingAtMost: 60_000) { $0 }
+        #expect(finished == Array(1...800))
+    }
+
+    /// A write submitted from a completion (the Matrix gateway chains an event's messages) is
+    /// queued, never led: leading there would wait on its own completion queue forever.
+    @Test func writesChainedFromCompletionsDoNotDeadlock() throws {
+        let store = try open()
+        defer { store.close() }
+        let messages = try (0..<50).map { try message("c\($0)", ["u"]) }
+        let accepted = LockedValue(0)
+        @Sendable func chain(_ index: Int) {
+            guard index < messages.count else { return }
+            store.accept(messages[index]) { _ in
+                accepted.withLock { $0 += 1 }
+                accepted.broadcast()
+                chain(index + 1)
+            }
+        }
+        chain(0)
+        #expect(accepted.withLock(when: { $0 == 50 }, waitingAtMost: 30_000) { $0 } == 50)
+    }
+
     @Test func idempotentReplayAndConflict() async throws {
         let store = try open()
         defer { store.close() }
