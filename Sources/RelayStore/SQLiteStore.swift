@@ -68,9 +68,10 @@ package final class SQLiteStore: RelayStore {
     ) {
         let epochFor = self.epochFor
         // One write: every item commits with the others (or, if the transaction fails, none does).
+        // It never leads: a 1,000-row transaction on an HTTP thread would stall that thread's other
+        // connections for milliseconds (A/B at -c16: 162-165 batches/s either way).
         writer.submit(
-            leadIfIdle: true, { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } },
-            completion: completion)
+            { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } }, completion: completion)
     }
 
     /// One message into the inboxes of its recipients, inside the caller's transaction.
