@@ -76,6 +76,7 @@ test: deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	Tests/Peers/contract.sh .build/debug/pushrelay 15
 	$(VENV)/bin/python Tests/Peers/faults.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/idle_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/adversary.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
