@@ -26,11 +26,16 @@ done
 sleep 8 # the last connection's sweep, the retention pass, the heap trim
 ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 before=$(ticks)
-switches=$(perf stat -x, -e context-switches -p "$PID" -- sleep "$SECONDS_TO_WATCH" 2>&1 >/dev/null | awk -F, '/context-switches/ {print ($1 ~ /^[0-9]+$/) ? $1 : 0}')
+# perf prints "<not counted>" with a running time of 0 when no thread of the process ran at all
+# in the window: that is 0 wake-ups. Anything else unreadable (no perf events here) is "?".
+switches=$(perf stat -x, -e context-switches -p "$PID" -- sleep "$SECONDS_TO_WATCH" 2>&1 >/dev/null | awk -F, '
+    /context-switches/ { if ($1 ~ /^[0-9]+$/) print $1; else if ($1 == "<not counted>" && $4 == "0") print 0; else print "?" }')
 after=$(ticks)
 used=$((after - before))
 echo "idle: $used CPU ticks and ${switches:-?} wake-ups (context switches) in ${SECONDS_TO_WATCH} s" \
     "= $(awk "BEGIN {printf \"%.2f\", $used / $SECONDS_TO_WATCH}") % of a core"
 if [[ -n "${IDLE_JSON:-}" ]]; then
-    printf '{"seconds":%s,"ticks":%s,"wakeups":%s}\n' "$SECONDS_TO_WATCH" "$used" "${switches:-null}" >"$IDLE_JSON"
+    # Not counted (no perf events here): null, never a made-up 0.
+    [[ "${switches:-?}" =~ ^[0-9]+$ ]] || switches=null
+    printf '{"seconds":%s,"ticks":%s,"wakeups":%s}\n' "$SECONDS_TO_WATCH" "$used" "$switches" >"$IDLE_JSON"
 fi
