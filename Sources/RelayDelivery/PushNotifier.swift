@@ -113,7 +113,7 @@ package final class PushNotifier: Sendable {
         }
     }
 
-    /// Sets the timer for the earliest due job (or the safety net).
+    /// Sets the timer for the earliest due job; none when nothing is due.
     private func sleepUntilNextDue() {
         let time = now().milliseconds
         do {

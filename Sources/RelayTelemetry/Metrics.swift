@@ -140,62 +140,68 @@ package final class Metrics: Sendable {
     package func render() -> String {
         let snapshot = state.withLock { $0 }
         var out = ""
-        out += "# HELP pushrelay_http_requests_total HTTP requests by route and status.\n"
-        out += "# TYPE pushrelay_http_requests_total counter\n"
+        Self.family(&out, "pushrelay_http_requests_total", "counter", "HTTP requests by route and status.")
         for (key, value) in snapshot.requests.sorted(by: {
             ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status)
         }) {
             out +=
                 "pushrelay_http_requests_total{method=\"\(key.method)\",route=\"\(key.route)\",status=\"\(key.status)\"} \(value)\n"
         }
-        out += "# HELP pushrelay_http_request_duration_seconds Time from a request's last byte to its response.\n"
-        out += "# TYPE pushrelay_http_request_duration_seconds histogram\n"
+        Self.family(
+            &out, "pushrelay_http_request_duration_seconds", "histogram",
+            "Time from a request's last byte to its response.")
         for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
             out += Self.render(
                 histogram, name: "pushrelay_http_request_duration_seconds", labels: "route=\"\(route)\",")
         }
-        out += "# HELP pushrelay_messages_accepted_total Messages accepted (first acceptance, not replays).\n"
-        out += "# TYPE pushrelay_messages_accepted_total counter\n"
-        out += "pushrelay_messages_accepted_total \(snapshot.messagesAccepted)\n"
-        out += "# HELP pushrelay_inbox_entries_written_total Inbox entries written (one per recipient).\n"
-        out += "# TYPE pushrelay_inbox_entries_written_total counter\n"
-        out += "pushrelay_inbox_entries_written_total \(snapshot.recipientsAccepted)\n"
-        out += "# HELP pushrelay_store_commit_batch_size Writes sharing one group-commit transaction.\n"
-        out += "# TYPE pushrelay_store_commit_batch_size histogram\n"
+        Self.family(
+            &out, "pushrelay_messages_accepted_total", "counter", "Messages accepted (first acceptance, not replays).",
+            value: snapshot.messagesAccepted)
+        Self.family(
+            &out, "pushrelay_inbox_entries_written_total", "counter", "Inbox entries written (one per recipient).",
+            value: snapshot.recipientsAccepted)
+        Self.family(
+            &out, "pushrelay_store_commit_batch_size", "histogram", "Writes sharing one group-commit transaction.")
         out += Self.render(snapshot.batchSizes, name: "pushrelay_store_commit_batch_size", labels: "")
-        out +=
-            "# HELP pushrelay_push_attempts_total Push deliveries by outcome (delivered, retried, dead, device_gone).\n"
-        out += "# TYPE pushrelay_push_attempts_total counter\n"
+        Self.family(
+            &out, "pushrelay_push_attempts_total", "counter",
+            "Push deliveries by outcome (delivered, retried, dead, device_gone).")
         for (outcome, count) in snapshot.pushes.sorted(by: { $0.key < $1.key }) {
             out += "pushrelay_push_attempts_total{outcome=\"\(outcome)\"} \(count)\n"
         }
-        out += "# HELP pushrelay_push_duration_seconds Time of one push delivery attempt.\n"
-        out += "# TYPE pushrelay_push_duration_seconds histogram\n"
+        Self.family(&out, "pushrelay_push_duration_seconds", "histogram", "Time of one push delivery attempt.")
         out += Self.render(snapshot.pushLatency, name: "pushrelay_push_duration_seconds", labels: "")
-        out += "# HELP pushrelay_events_total Events produced for the chat server, by type.\n"
-        out += "# TYPE pushrelay_events_total counter\n"
+        Self.family(&out, "pushrelay_events_total", "counter", "Events produced for the chat server, by type.")
         for (type, count) in snapshot.events.sorted(by: { $0.key < $1.key }) {
             out += "pushrelay_events_total{type=\"\(type)\"} \(count)\n"
         }
-        out += "# HELP pushrelay_matrix_notifies_total Matrix Push Gateway notifies answered.\n"
-        out += "# TYPE pushrelay_matrix_notifies_total counter\n"
-        out += "pushrelay_matrix_notifies_total \(snapshot.matrixNotifies)\n"
-        out += "# HELP pushrelay_matrix_pushkeys_rejected_total Pushkeys answered as rejected (unknown or disabled).\n"
-        out += "# TYPE pushrelay_matrix_pushkeys_rejected_total counter\n"
-        out += "pushrelay_matrix_pushkeys_rejected_total \(snapshot.matrixRejected)\n"
-        out += "# HELP pushrelay_signals_total Ephemeral signals (typing and the like) by outcome.\n"
-        out += "# TYPE pushrelay_signals_total counter\n"
+        Self.family(
+            &out, "pushrelay_matrix_notifies_total", "counter", "Matrix Push Gateway notifies answered.",
+            value: snapshot.matrixNotifies)
+        Self.family(
+            &out, "pushrelay_matrix_pushkeys_rejected_total", "counter",
+            "Pushkeys answered as rejected (unknown or disabled).", value: snapshot.matrixRejected)
+        Self.family(
+            &out, "pushrelay_signals_total", "counter", "Ephemeral signals (typing and the like) by outcome.")
         for outcome in SignalOutcome.allCases {
             out += "pushrelay_signals_total{outcome=\"\(outcome.rawValue)\"} \(snapshot.signals[outcome, default: 0])\n"
         }
         for family in snapshot.families {
-            out += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) gauge\n"
+            Self.family(&out, family.name, "gauge", family.help)
             for (labels, value) in family.read() { out += "\(family.name){\(labels)} \(value)\n" }
         }
         for gauge in snapshot.gauges {
-            out += "# HELP \(gauge.name) \(gauge.help)\n# TYPE \(gauge.name) gauge\n\(gauge.name) \(gauge.read())\n"
+            Self.family(&out, gauge.name, "gauge", gauge.help, value: gauge.read())
         }
         return out
+    }
+
+    /// A metric's `# HELP` and `# TYPE` lines, and its unlabeled value when it has one.
+    private static func family(
+        _ out: inout String, _ name: String, _ type: String, _ help: String, value: (any CustomStringConvertible)? = nil
+    ) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        if let value { out += "\(name) \(value)\n" }
     }
 
     private static func render(_ histogram: Histogram, name: String, labels: String) -> String {
