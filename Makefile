@@ -2,10 +2,11 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages the build and the tests need.
-APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev pkg-config
+APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev libpq-dev pkg-config
 # Test-only tools: strace injects fsync errors in the fault tests; curl drives the contract test;
-# headless Chromium and its driver open the operator console.
-TEST_PACKAGES := strace curl chromium chromium-driver
+# headless Chromium and its driver open the operator console; PostgreSQL runs the suite again
+# and the two-node tests (started per run in a temporary directory by Tests/Postgres/pg.sh).
+TEST_PACKAGES := strace curl chromium chromium-driver postgresql
 # Extra packages for benchmarks only.
 BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan mosquitto redis-server linux-perf gcc
 DEV_ENV := .pushrelay-dev.env
@@ -19,7 +20,7 @@ PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 seleni
 SYNAPSE_VENV := .venv-synapse
 SYNAPSE_PACKAGE := matrix-synapse==1.163.2
 
-.PHONY: deps build release run test bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
+.PHONY: deps build release run test test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
 
 ## deps: install missing Debian packages (apt-get update once, non-interactive install)
 deps:
@@ -82,10 +83,21 @@ test: deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/matrix_peer.py .build/debug/pushrelay $(SYNAPSE_VENV)
+	Tests/Postgres/pg.sh run $(MAKE) --no-print-directory test-postgres
 	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
 	$(MAKE) asan
+
+## test-postgres: the end-to-end suite (Swift, WebSocket and notifier peers) again on PostgreSQL,
+## and the two-node tests; needs PUSHRELAY_TEST_POSTGRES (`make test` runs it through
+## Tests/Postgres/pg.sh, which starts and stops a PostgreSQL for it)
+test-postgres:
+	@test -n "$$PUSHRELAY_TEST_POSTGRES" || { echo "run it as: Tests/Postgres/pg.sh run make test-postgres"; exit 2; }
+	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test --skip-build --filter RelayServerTests
+	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/cluster_peer.py .build/debug/pushrelay
 
 ## fuzz: libFuzzer on the WebSocket codec, the JSON parser + request decoding + UTF-8 validator, and
 ## JWT parsing (FUZZ_SECONDS per target, default 300)

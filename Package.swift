@@ -33,6 +33,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        /// libpq: the PostgreSQL store (several nodes on one database).
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .systemLibrary(
             name: "CCrypto",
             pkgConfig: "libcrypto",
@@ -60,7 +66,8 @@ let package = Package(
 
         // MARK: I/O layers
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
-        .target(name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "RelayLocks"], swiftSettings: swiftSettings),
+        .target(
+            name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "CPostgres", "RelayLocks"], swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// Logging (logfmt) and metrics (Prometheus text), shared by the layers above.
         .target(name: "RelayTelemetry", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),

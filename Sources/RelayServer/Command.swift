@@ -95,7 +95,7 @@ package enum Command {
             try Options.parse(options, values: [], switches: [])
             let store = try openStore(config)
             store.close()
-            print("database \(config.db) is at the newest schema")
+            print("database \(config.dbForDisplay) is at the newest schema")
             return 0
         case "check-config":
             let parsed = try Options.parse(options, values: [], switches: ["--show-secrets"])
@@ -125,11 +125,16 @@ package enum Command {
         case "backup":
             let parsed = try Options.parse(options, values: [], switches: [], positional: 1)
             let copy = parsed.positional[0]
-            try SQLiteStore.backup(path: config.db, to: copy)
+            guard !SQLStore.isPostgres(config.db) else {
+                printError(
+                    "pushrelay: backup copies a SQLite database; back PostgreSQL up with its own tools (pg_dump)")
+                return 1
+            }
+            try SQLStore.backup(path: config.db, to: copy)
             // The copy gets new epochs: clients resync after a restore instead of resuming wrongly.
             let epochs = EpochKeyHolder()
             epochs.set(Crypto.hex(Crypto.randomBytes(16)))
-            try SQLiteStore.renewEpochs(path: copy, epochKey: epochs.key, epochFor: epochs.epoch(for:))
+            try SQLStore.renewEpochs(path: copy, epochKey: epochs.key, epochFor: epochs.epoch(for:))
             print("backed up \(config.db) to \(copy)")
             return 0
         case "ws-echo":
@@ -145,11 +150,11 @@ package enum Command {
     ]
 
     /// Opens (creating and migrating) the configured database, with a message that names it.
-    private static func openStore(_ config: RelayConfig) throws -> SQLiteStore {
+    private static func openStore(_ config: RelayConfig) throws -> SQLStore {
         do {
-            return try SQLiteStore(path: config.db, epochFor: { _ in "" })
+            return try SQLStore(database: config.db, epochFor: { _ in "" })
         } catch {
-            throw StartupError(description: "cannot open the database \(config.db): \(error)")
+            throw StartupError(description: "cannot open the database \(config.dbForDisplay): \(error)")
         }
     }
 
@@ -164,7 +169,7 @@ package enum Command {
         do {
             app = try RelayApp(config: config, logger: logger)
         } catch let error as StoreError {
-            throw StartupError(description: "cannot open the database \(config.db): \(error)")
+            throw StartupError(description: "cannot open the database \(config.dbForDisplay): \(error)")
         }
         let url: String
         do {

@@ -146,12 +146,26 @@ final class LiveHub: Sendable {
     /// Sends a committed message to every open session of its recipient. Called in commit order
     /// (the store's completion queue), so each session sees a user's seqs in order.
     func publish(userId: String, seq: Int64, frame: () -> [UInt8]) {
-        let sessions = state.withLock { state in
-            state.devices[userId]?.values.flatMap { $0.sessions.keys }.compactMap { state.sessions[$0] } ?? []
-        }
+        let sessions = sessions(of: userId)
         guard !sessions.isEmpty else { return }
         let bytes = frame()
         for session in sessions { session.deliver(seq: seq, frame: bytes) }
+    }
+
+    /// Another node committed `seq` for `userId`: the sessions held here read it from the store.
+    func committedElsewhere(userId: String, seq: Int64) {
+        for session in sessions(of: userId) { session.committedElsewhere(seq: seq) }
+    }
+
+    /// Notifications from other nodes may have been missed: every session reads its inbox again.
+    func resync() {
+        for session in state.withLock({ Array($0.sessions.values) }) { session.resync() }
+    }
+
+    private func sessions(of userId: String) -> [LiveSession] {
+        state.withLock { state in
+            state.devices[userId]?.values.flatMap { $0.sessions.keys }.compactMap { state.sessions[$0] } ?? []
+        }
     }
 
     /// Sends a signal to every online (foreground) socket of `userIds`, except the device it came

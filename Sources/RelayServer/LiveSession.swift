@@ -179,6 +179,26 @@ final class LiveSession: Sendable {
         if gap { queue.async { [self] in _ = fillGap(upTo: seq) } }
     }
 
+    /// Another node committed `seq` for this user: it is read from the store, with anything
+    /// before it not sent yet (as a gap is).
+    func committedElsewhere(seq: Int64) {
+        let behind = cursor.withLock { cursor -> Bool in
+            guard !cursor.closed else { return false }
+            if cursor.syncing {
+                cursor.newestLive = max(cursor.newestLive, seq)
+                return false
+            }
+            return seq > cursor.lastSent
+        }
+        if behind { queue.async { [self] in _ = fillGap(upTo: seq) } }
+    }
+
+    /// Reads whatever the store has after `lastSent` (other nodes' notifications may have been
+    /// missed). During the catch-up, this only sends sooner what the catch-up reads anyway.
+    func resync() {
+        queue.async { [self] in _ = fillGap(upTo: Int64.max) }
+    }
+
     /// Sends the messages after `lastSent` up to `last` from the store; false when the store
     /// failed (the socket is then closed).
     private func fillGap(upTo last: Int64) -> Bool {

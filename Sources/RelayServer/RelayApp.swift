@@ -19,7 +19,7 @@ import WebSocketCodec
 package final class RelayApp: @unchecked Sendable {
     package let config: RelayConfig
     let logger: Logger
-    let store: SQLiteStore
+    let store: SQLStore
     let api: RelayAPI
     let http: HTTPServer
     let webSockets: WebSocketLoop
@@ -39,8 +39,8 @@ package final class RelayApp: @unchecked Sendable {
         let metrics = Metrics()
         let epochKey = EpochKeyHolder()
         let commits = CommitSignal()
-        store = try SQLiteStore(
-            path: config.db, epochFor: { epochKey.epoch(for: $0) },
+        store = try SQLStore(
+            database: config.db, epochFor: { epochKey.epoch(for: $0) },
             onBatch: { batch in
                 metrics.recordBatch(size: batch.writes)
                 if !batch.maintenanceOnly { commits.fire() }
@@ -72,6 +72,12 @@ package final class RelayApp: @unchecked Sendable {
             eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
             now: clock)
         commits.listen { [weak notifier] in notifier?.wake() }
+        // Other nodes' commits (PostgreSQL): their messages go to the sessions held here, their
+        // writes wake the notifier and retention as this node's own do.
+        store.observeCluster(
+            ClusterObserver(
+                committed: { [weak hub] userId, seq in hub?.committedElsewhere(userId: userId, seq: seq) },
+                changed: { commits.fire() }, resync: { [weak hub] in hub?.resync() }))
         let prune = self.prune
         let pruneIntervalMs = config.pruneIntervalS * 1000
         commits.listen { prune.arm(afterMilliseconds: pruneIntervalMs) }
@@ -162,7 +168,7 @@ package final class RelayApp: @unchecked Sendable {
                 stop: { [weak self] in self?.stopTimers() }),
         ])
         try services.start()
-        logger.info("listening", ("url", http.url), ("db", config.db))
+        logger.info("listening", ("url", http.url), ("db", config.dbForDisplay))
         return http.url
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 package import RelayCore
 package import RelayTelemetry
 
@@ -6,7 +7,8 @@ package import RelayTelemetry
 package struct RelayConfig: Sendable, Equatable {
     /// `host:port` to bind; port 0 picks a free one. Default loopback only.
     package var listen = "127.0.0.1:8080"
-    /// SQLite database file.
+    /// The database: a SQLite file path, or a PostgreSQL URI (`postgresql://…`, `postgres://…`)
+    /// shared by every node of a cluster.
     package var db = "./pushrelay.sqlite"
     /// API keys for the chat server. None configured: one is generated and kept in the database.
     package var serverKeys: [String] = []
@@ -87,6 +89,24 @@ package struct RelayConfig: Sendable, Equatable {
     package var pruneIntervalS: Int64 = 60
 
     package init() {}
+
+    /// `db` as logs and messages show it: a URI's password masked.
+    package var dbForDisplay: String {
+        guard db.hasPrefix("postgres") else { return db }
+        var shown = db
+        // postgresql://user:password@host/…
+        if let scheme = shown.range(of: "://"), let at = shown[scheme.upperBound...].firstIndex(of: "@"),
+            let colon = shown[scheme.upperBound..<at].firstIndex(of: ":")
+        {
+            shown.replaceSubrange(shown.index(after: colon)..<at, with: "***")
+        }
+        // …?password=…
+        if let key = shown.range(of: "password=") {
+            let end = shown[key.upperBound...].firstIndex(of: "&") ?? shown.endIndex
+            shown.replaceSubrange(key.upperBound..<end, with: "***")
+        }
+        return shown
+    }
 }
 
 extension RelayConfig {

@@ -36,7 +36,7 @@ struct Secrets {
     static func inForce(
         config: RelayConfig
     ) throws(StoreError) -> (serverKeys: [String], clientTokenSecret: String?, webhookSecret: String?) {
-        let stored = try SQLiteStore.storedSecrets(path: config.db)
+        let stored = try SQLStore.storedSecrets(database: config.db)
         return (
             config.serverKeys.isEmpty ? stored["server_key"].map { [$0] } ?? [] : config.serverKeys,
             config.clientTokenSecret ?? stored["client_token_secret"],

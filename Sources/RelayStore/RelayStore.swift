@@ -1,6 +1,7 @@
 package import RelayCore
 
-/// The relay's storage seam: SQLite today; PostgreSQL is planned behind the same protocol (docs/ARCHITECTURE.md §7).
+/// The relay's storage seam (docs/ARCHITECTURE.md §7): SQLite for one node, PostgreSQL for a
+/// cluster; the rest of the server does not know which one it has.
 ///
 /// Writes complete through a callback once durable (they may be grouped with others into one
 /// transaction); reads are synchronous and see every committed write.
@@ -93,6 +94,8 @@ package protocol RelayStore: Sendable {
         completion: @escaping @Sendable (Result<PruneResult, StoreError>) -> Void)
     /// Whether a trivial write goes through now (readiness).
     func checkWritable(completion: @escaping @Sendable (Bool) -> Void)
+    /// Tells `observer` what the other nodes of a cluster commit (nothing ever, on SQLite).
+    func observeCluster(_ observer: ClusterObserver)
     /// Finishes queued writes and closes the database.
     func close()
 }

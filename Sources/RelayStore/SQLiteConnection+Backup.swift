@@ -25,13 +25,13 @@ extension SQLiteConnection {
     }
 }
 
-extension SQLiteStore {
+extension SQLStore {
     /// Backs the database at `path` up into `destination` (see `SQLiteConnection.backup`).
     package static func backup(path: String, to destination: String) throws(StoreError) {
         do {
             try SQLiteConnection(path: path, readOnly: true).backup(to: destination)
         } catch {
-            throw .unavailable(error)
+            throw .from(error)
         }
     }
 
@@ -60,16 +60,15 @@ extension SQLiteStore {
                 _ = try? connection.execute("ROLLBACK")
                 throw error
             }
-        } catch let error as SQLiteError {
-            throw .unavailable(error)
         } catch {
-            throw .unavailable(SQLiteError(code: SQLITE_ERROR, message: "\(error)", sql: nil))
+            throw .from(error)
         }
     }
 
     /// The secrets the database holds (generated on a relay's first start), read without
     /// creating or changing anything: empty when there is no database yet.
-    package static func storedSecrets(path: String) throws(StoreError) -> [String: String] {
+    package static func storedSecrets(database path: String) throws(StoreError) -> [String: String] {
+        if isPostgres(path) { return try storedSecrets(postgres: path) }
         guard access(path, F_OK) == 0 else { return [:] }
         do {
             let connection = try SQLiteConnection(path: path, readOnly: true)
@@ -81,10 +80,22 @@ extension SQLiteStore {
             var secrets: [String: String] = [:]
             try connection.query("SELECT key, value FROM meta") { secrets[$0.text(0)] = $0.text(1) }
             return secrets
-        } catch let error as SQLiteError {
-            throw .unavailable(error)
         } catch {
-            throw .unavailable(SQLiteError(code: SQLITE_ERROR, message: "\(error)", sql: nil))
+            throw .from(error)
+        }
+    }
+
+    private static func storedSecrets(postgres uri: String) throws(StoreError) -> [String: String] {
+        do {
+            let connection = try PostgresConnection(uri: uri)
+            var hasMeta = false
+            try connection.query("SELECT to_regclass('meta') IS NOT NULL") { hasMeta = $0.text(0) == "t" }
+            guard hasMeta else { return [:] }
+            var secrets: [String: String] = [:]
+            try connection.query("SELECT key, value FROM meta") { secrets[$0.text(0)] = $0.text(1) }
+            return secrets
+        } catch {
+            throw .from(error)
         }
     }
 }

@@ -3,7 +3,7 @@ import Glibc
 
 /// One SQLite connection. Not thread-safe: each connection is used by one thread at a time —
 /// the writer thread owns one, and `ReaderPool` lends the others out exclusively.
-package final class SQLiteConnection {
+package final class SQLiteConnection: SQLConnection {
     let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]
 
@@ -63,21 +63,7 @@ package final class SQLiteConnection {
         return statement
     }
 
-    /// Runs `sql` with `bindings`, calling `row` for each result row.
-    package func query(
-        _ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteStatement) throws -> Void
-    ) throws {
-        try scan(sql, bindings) { statement in
-            try row(statement)
-            return true
-        }
-    }
-
-    /// Runs `sql` with `bindings`, calling `row` for each result row until it answers false (the
-    /// rest is never computed).
-    package func scan(
-        _ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteStatement) throws -> Bool
-    ) throws {
+    package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {
         let statement = try statement(sql)
         defer { statement.reset() }
         try statement.bind(bindings)
@@ -87,7 +73,7 @@ package final class SQLiteConnection {
     }
 
     /// Runs a statement that returns no rows (or ignores them).
-    package func run(_ sql: String, _ bindings: [SQLValue] = []) throws(SQLiteError) {
+    package func run(_ sql: String, _ bindings: [SQLValue]) throws {
         let statement = try statement(sql)
         defer { statement.reset() }
         try statement.bind(bindings)
@@ -99,6 +85,30 @@ package final class SQLiteConnection {
 
     var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
 
+    package let greatest = "max"
+    package let isBroken = false
+
+    package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN")
+        defer { _ = try? execute("COMMIT") }
+        return try body()
+    }
+
+    // MARK: Writes (one writer: BEGIN IMMEDIATE takes the write lock at once)
+
+    package func beginWrite() throws { try execute("BEGIN IMMEDIATE") }
+    package func commitWrite(maintenanceOnly: Bool) throws { try execute("COMMIT") }
+    package func rollbackWrite() { _ = try? execute("ROLLBACK") }
+    package func savepoint() throws { try execute("SAVEPOINT op") }
+    package func releaseSavepoint() throws { try execute("RELEASE op") }
+
+    package func rollbackToSavepoint() {
+        _ = try? execute("ROLLBACK TO op")
+        _ = try? execute("RELEASE op")
+    }
+
+    package func noteCommitted(userId: String, seq: Int64) {}
+
     package var userVersion: Int {
         get throws(SQLiteError) {
             var version = 0
@@ -108,14 +118,4 @@ package final class SQLiteConnection {
             return version
         }
     }
-}
-
-/// A value to bind to a statement parameter.
-package enum SQLValue: Sendable {
-    case null
-    case int(Int64)
-    case text(String)
-    case blob([UInt8])
-
-    package static func optional(_ text: String?) -> SQLValue { text.map { .text($0) } ?? .null }
 }

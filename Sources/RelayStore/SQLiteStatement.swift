@@ -1,7 +1,7 @@
 internal import CSQLite
 
 /// A prepared statement. Owned by its connection's cache; finalized in `deinit`.
-package final class SQLiteStatement {
+package final class SQLiteStatement: SQLRow {
     private let handle: OpaquePointer
     private unowned let connection: SQLiteConnection
     let sql: String
@@ -63,15 +63,11 @@ package final class SQLiteStatement {
 
     package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
 
-    package func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
-
     package func text(_ column: Int32) -> String {
         guard let pointer = sqlite3_column_text(handle, column) else { return "" }
         let count = Int(sqlite3_column_bytes(handle, column))
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
-
-    package func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
 
     /// The column's bytes (text or blob) without copying them into a `String`.
     package func withBytes<T>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>) throws -> T) rethrows -> T {

@@ -1,8 +1,15 @@
 /// Why the store could not do what was asked. The HTTP layer answers 503 for `unavailable`
-/// (disk full, I/O error, closed): nothing was stored, the client should retry.
+/// (disk full, I/O error, database unreachable, closed): nothing was stored, the client should
+/// retry.
 package enum StoreError: Error, Sendable, CustomStringConvertible {
-    case unavailable(SQLiteError)
+    case unavailable(DatabaseError)
     case closed
+
+    /// Wraps whatever a store operation threw.
+    static func from(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        return .unavailable(DatabaseError.from(error))
+    }
 
     package var description: String {
         switch self {

@@ -19,7 +19,7 @@ package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
         /// Runs inside a savepoint of the current transaction; returns what completes it once the
         /// transaction's fate is known (it carries the write's value, if any).
-        let run: @Sendable (SQLiteConnection) throws -> Completion
+        let run: @Sendable (any SQLConnection) throws -> Completion
         /// Completes it when the write itself (or the transaction's start) failed.
         let fail: @Sendable (StoreError) -> Void
         /// Housekeeping (see `CommittedBatch.maintenanceOnly`).
@@ -31,7 +31,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// What `submit` does with a write.
     private enum Admission { case closed, queued, leading }
 
-    private let connection: SQLiteConnection
+    private let connection: any SQLConnection
     private struct State {
         var queue: [Operation] = []
         /// A transaction is running (on the writer thread, or on a caller leading its own write).
@@ -53,7 +53,10 @@ package final class StoreWriter: @unchecked Sendable {
     /// The most writes one transaction takes; bounds the latency of the first of them.
     static let maxBatch = 1024
 
-    init(connection: SQLiteConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void) {
+    /// Attempts of one batch that lost a race with another node's transaction (PostgreSQL).
+    static let maxAttempts = 5
+
+    init(connection: any SQLConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void) {
         self.connection = connection
         self.onBatch = onBatch
         completions.setSpecific(key: Self.inCompletion, value: true)
@@ -77,7 +80,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// completion (the Matrix gateway stores an event's messages one after the other) is queued.
     func submit<T: Sendable>(
         maintenance: Bool = false, leadIfIdle: Bool = false,
-        _ work: @escaping @Sendable (SQLiteConnection) throws -> T,
+        _ work: @escaping @Sendable (any SQLConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         let operation = Operation(
@@ -146,46 +149,78 @@ package final class StoreWriter: @unchecked Sendable {
     }
 
     /// Runs one transaction; returns what completes its writes (in order, after earlier ones).
+    /// A batch that lost a race with another node's transaction (deadlock, serialization failure)
+    /// is run again whole: nothing of it was committed, and nobody was answered yet.
     private func commit(_ batch: [Operation]) -> @Sendable () -> Void {
+        var attempts = 1
+        while true {
+            switch attempt(batch) {
+            case .finished(let completions):
+                return completions
+            case .lostRace(let error):
+                attempts += 1
+                guard attempts <= Self.maxAttempts else {
+                    return { for operation in batch { operation.fail(error) } }
+                }
+            }
+        }
+    }
+
+    private enum Attempt {
+        case finished(@Sendable () -> Void)
+        case lostRace(StoreError)
+    }
+
+    private func attempt(_ batch: [Operation]) -> Attempt {
         do {
-            try connection.run("BEGIN IMMEDIATE")
+            try connection.beginWrite()
         } catch {
-            let failure = Self.storeError(error)
-            return { for operation in batch { operation.fail(failure) } }
+            let failure = StoreError.from(error)
+            return .finished { for operation in batch { operation.fail(failure) } }
         }
         var succeeded: [Completion] = []
         var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
         succeeded.reserveCapacity(batch.count)
         for operation in batch {
-            do {
-                try connection.run("SAVEPOINT op")
-                let completion = try operation.run(connection)
-                try connection.run("RELEASE op")
-                succeeded.append(completion)
-            } catch {
-                _ = try? connection.run("ROLLBACK TO op")
-                _ = try? connection.run("RELEASE op")
-                failed.append((operation.fail, Self.storeError(error)))
+            var tries = 0
+            while true {
+                tries += 1
+                do {
+                    try connection.savepoint()
+                    let completion = try operation.run(connection)
+                    try connection.releaseSavepoint()
+                    succeeded.append(completion)
+                } catch let error as PostgresError where error.retriesTransaction {
+                    connection.rollbackWrite()
+                    return .lostRace(StoreError.from(error))
+                } catch let error as PostgresError where error.isUniqueViolation && tries == 1 {
+                    // Another node inserted the same key (a message id) and committed while this
+                    // write waited for it: run it again, and it finds that row.
+                    connection.rollbackToSavepoint()
+                    continue
+                } catch {
+                    connection.rollbackToSavepoint()
+                    failed.append((operation.fail, StoreError.from(error)))
+                }
+                break
             }
         }
         let outcome: Result<Void, StoreError>
+        let maintenanceOnly = batch.allSatisfy(\.maintenance)
         do {
-            try connection.run("COMMIT")
-            onBatch(CommittedBatch(writes: batch.count, maintenanceOnly: batch.allSatisfy(\.maintenance)))
+            try connection.commitWrite(maintenanceOnly: maintenanceOnly)
+            onBatch(CommittedBatch(writes: batch.count, maintenanceOnly: maintenanceOnly))
             outcome = .success(())
+        } catch let error as PostgresError where error.retriesTransaction {
+            connection.rollbackWrite()
+            return .lostRace(StoreError.from(error))
         } catch {
-            _ = try? connection.run("ROLLBACK")
-            outcome = .failure(Self.storeError(error))
+            connection.rollbackWrite()
+            outcome = .failure(StoreError.from(error))
         }
-        return { [succeeded, failed] in
+        return .finished { [succeeded, failed] in
             for completion in succeeded { completion(outcome) }
             for (fail, error) in failed { fail(error) }
         }
-    }
-
-    private static func storeError(_ error: any Error) -> StoreError {
-        if let error = error as? SQLiteError { return .unavailable(error) }
-        if let error = error as? StoreError { return error }
-        return .unavailable(SQLiteError(code: 1, message: "\(error)", sql: nil))
     }
 }

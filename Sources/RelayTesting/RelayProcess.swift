@@ -35,6 +35,26 @@ public final class RelayProcess: @unchecked Sendable {
         return ".build/debug/pushrelay"
     }
 
+    /// The PostgreSQL the end-to-end suite runs against when `PUSHRELAY_TEST_POSTGRES` names the
+    /// directory of its socket (`Tests/Postgres/pg.sh start DIR`); nil: SQLite.
+    public static let postgresDirectory = ProcessInfo.processInfo.environment["PUSHRELAY_TEST_POSTGRES"]
+
+    /// A fresh database for one relay: a file in `directory` (SQLite), or a new PostgreSQL
+    /// database when the suite runs on PostgreSQL.
+    public static func freshDatabase(in directory: URL, name: String = "relay") throws -> String {
+        guard let socketDirectory = postgresDirectory else {
+            return directory.appendingPathComponent(name + ".sqlite").path
+        }
+        let database = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let create = Process()
+        create.executableURL = URL(fileURLWithPath: "/usr/bin/createdb")
+        create.arguments = ["-h", socketDirectory, "-p", "5432", "-U", "postgres", database]
+        try create.run()
+        create.waitUntilExit()
+        guard create.terminationStatus == 0 else { throw LaunchError(description: "createdb failed") }
+        return "postgresql:///\(database)?host=\(socketDirectory)&port=5432&user=postgres"
+    }
+
     /// Starts a relay. `arguments` are extra flags (e.g. `["--retention-s", "1"]`).
     public init(arguments: [String] = [], environment: [String: String] = [:], directory: URL? = nil) throws {
         let dir =
@@ -42,7 +62,7 @@ public final class RelayProcess: @unchecked Sendable {
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushrelay-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         self.directory = dir
-        databasePath = dir.appendingPathComponent("relay.sqlite").path
+        databasePath = try Self.freshDatabase(in: dir)
         logPath = dir.appendingPathComponent("relay.log").path
         extraArguments = arguments
         self.environment = environment

@@ -27,12 +27,23 @@ def call(base, method, path, body=None, token=None, timeout=10):
         return error.code, json.loads(error.read() or b"null")
 
 
+def fresh_db():
+    """A new database for one relay: a SQLite file, or a new PostgreSQL database when
+    PUSHRELAY_TEST_POSTGRES names the socket directory of a test PostgreSQL (Tests/Postgres/pg.sh)."""
+    socket_dir = os.environ.get("PUSHRELAY_TEST_POSTGRES")
+    if not socket_dir:
+        return os.path.join(tempfile.mkdtemp(prefix="pushrelay-peer-"), "relay.sqlite")
+    name = "p_" + os.urandom(8).hex()
+    subprocess.run(["createdb", "-h", socket_dir, "-p", "5432", "-U", "postgres", name], check=True)
+    return f"postgresql:///{name}?host={socket_dir}&port=5432&user=postgres"
+
+
 class Relay:
     """`pushrelay serve` on 127.0.0.1 with its own database; restarts keep the port."""
 
     def __init__(self, binary, *extra, key="peer-test-server-key", db=None):
         self.binary, self.extra, self.key = binary, extra, key
-        self.db = db or os.path.join(tempfile.mkdtemp(prefix="pushrelay-peer-"), "relay.sqlite")
+        self.db = db or fresh_db()
         self.port = 0
         self.start()
 

@@ -129,7 +129,8 @@ import Testing
 
     // MARK: Backup
 
-    @Test func aBackupOfARunningRelayServesTheSameMessages() async throws {
+    @Test(.disabled(if: RelayProcess.postgresDirectory != nil, "backup copies a SQLite database"))
+    func aBackupOfARunningRelayServesTheSameMessages() async throws {
         let relay = try RelayProcess()
         for n in 0..<50 {
             _ = try await relay.request(

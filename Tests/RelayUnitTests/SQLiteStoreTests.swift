@@ -4,11 +4,11 @@ import RelayLocks
 import RelayStore
 import Testing
 
-@Suite struct SQLiteStoreTests: Sendable {
+@Suite struct SQLStoreTests: Sendable {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
 
-    func open() throws -> SQLiteStore {
-        try SQLiteStore(path: path, epochFor: { "epoch-\($0)" })
+    func open() throws -> SQLStore {
+        try SQLStore(path: path, epochFor: { "epoch-\($0)" })
     }
 
     func message(_ id: String, _ recipients: [String], text: String = "x") throws -> NewMessage {
@@ -20,7 +20,7 @@ import Testing
         return NewMessage(message: incoming, fingerprint: Array(text.utf8), now: Timestamp(milliseconds: 1_000_000))
     }
 
-    static func accept(_ store: SQLiteStore, _ new: NewMessage) async throws -> AcceptOutcome {
+    static func accept(_ store: SQLStore, _ new: NewMessage) async throws -> AcceptOutcome {
         try await withCheckedThrowingContinuation { continuation in
             store.accept(new) { continuation.resume(with: $0) }
         }
@@ -30,7 +30,7 @@ import Testing
     /// itself forever); a message's commit does.
     @Test func onlyCommitsWithRealWritesCountAsChanges() async throws {
         let batches = Batches()
-        let store = try SQLiteStore(path: path, epochFor: { "epoch-\($0)" }, onBatch: { batches.append($0) })
+        let store = try SQLStore(path: path, epochFor: { "epoch-\($0)" }, onBatch: { batches.append($0) })
         defer { store.close() }
         _ = try await Self.accept(store, try message("m1", ["u"]))
         let _: PruneResult = try await withCheckedThrowingContinuation { continuation in

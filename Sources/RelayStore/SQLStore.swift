@@ -2,9 +2,10 @@ import Dispatch
 package import RelayCore
 import RelayLocks
 
-/// The embedded store: one SQLite file in WAL mode, one writer thread with group commit,
-/// a pool of readers.
-package final class SQLiteStore: RelayStore {
+/// The store, on SQLite (embedded, one node) or on PostgreSQL (any number of nodes sharing one
+/// database): the same statements on either (see `SQLConnection`), one writer thread per node
+/// with group commit, a pool of readers.
+package final class SQLStore: RelayStore {
     let writer: StoreWriter
     private let readers: ReaderPool
     /// The epoch a user's inbox gets when it is created; derived, so that a read of an inbox
@@ -12,19 +13,53 @@ package final class SQLiteStore: RelayStore {
     private let epochFor: @Sendable (String) -> String
     /// Told about writes nobody waits for (fire-and-forget) that failed, so none is lost silently.
     private let onFailure: @Sendable (_ write: String, _ error: StoreError) -> Void
+    /// The other nodes (PostgreSQL); nil on SQLite, where this node is the only one.
+    private let cluster: PostgresCluster?
 
-    /// Opens (creating and migrating) the database at `path`.
+    /// Whether `database` names a PostgreSQL database (a libpq URI) rather than a SQLite file.
+    package static func isPostgres(_ database: String) -> Bool {
+        database.hasPrefix("postgresql://") || database.hasPrefix("postgres://")
+    }
+
+    /// Opens (creating and migrating) the database `database` names: a `postgresql://` URI, else
+    /// the path of a SQLite file.
     /// - Parameters:
     ///   - epochFor: the epoch of a new inbox for a user id.
     ///   - onBatch: called after each committed transaction.
     ///   - onFailure: called with the name of a fire-and-forget write that failed, and why.
-    package init(
+    package convenience init(
+        database: String, epochFor: @escaping @Sendable (String) -> String,
+        onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
+        onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
+    ) throws(StoreError) {
+        guard Self.isPostgres(database) else {
+            try self.init(path: database, epochFor: epochFor, onBatch: onBatch, onFailure: onFailure)
+            return
+        }
+        let nodeId = Self.randomHex(bytes: 8)
+        let writerConnection: PostgresConnection
+        do {
+            writerConnection = try PostgresConnection(uri: database)
+            try PostgresMigrations.apply(to: writerConnection)
+        } catch {
+            throw .from(error)
+        }
+        writerConnection.nodeId = nodeId
+        self.init(
+            writer: StoreWriter(connection: writerConnection, onBatch: onBatch),
+            readers: ReaderPool { try PostgresConnection(uri: database) },
+            cluster: PostgresCluster(uri: database, nodeId: nodeId), epochFor: epochFor, onFailure: onFailure)
+    }
+
+    /// Opens (creating and migrating) the SQLite database at `path`.
+    package convenience init(
         path: String, epochFor: @escaping @Sendable (String) -> String,
         onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
+        let connection: SQLiteConnection
         do {
-            let connection = try SQLiteConnection(path: path)
+            connection = try SQLiteConnection(path: path)
             try connection.execute("PRAGMA journal_mode = WAL")
             // FULL: a commit is on disk (WAL fsynced) before any 2xx leaves; group commit pays for it.
             try connection.execute("PRAGMA synchronous = FULL")
@@ -32,14 +67,50 @@ package final class SQLiteStore: RelayStore {
             // Savepoint sub-journals in memory, not in temp files (3 pwrites per request otherwise).
             try connection.execute("PRAGMA temp_store = MEMORY")
             try Migrations.apply(to: connection)
-            writer = StoreWriter(connection: connection, onBatch: onBatch)
         } catch {
-            throw .unavailable(error)
+            throw .from(error)
         }
-        readers = ReaderPool(path: path)
+        self.init(
+            writer: StoreWriter(connection: connection, onBatch: onBatch),
+            readers: ReaderPool {
+                let reader = try SQLiteConnection(path: path, readOnly: true)
+                try reader.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
+                return reader
+            }, cluster: nil, epochFor: epochFor, onFailure: onFailure)
+    }
+
+    private init(
+        writer: StoreWriter, readers: ReaderPool, cluster: PostgresCluster?,
+        epochFor: @escaping @Sendable (String) -> String,
+        onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void
+    ) {
+        self.writer = writer
+        self.readers = readers
+        self.cluster = cluster
         self.epochFor = epochFor
         self.onFailure = onFailure
         writer.start()
+        cluster?.start()
+    }
+
+    package func observeCluster(_ observer: ClusterObserver) { cluster?.observe(observer) }
+
+    /// Whether this node delivers pushes and events and prunes: always on SQLite; on PostgreSQL
+    /// the node holding the delivery lease (`PostgresCluster`).
+    var delivers: Bool { cluster?.isLeader ?? true }
+
+    /// A random id part (webhook ids, node ids).
+    static func randomHex(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(count * 2)
+        for _ in 0..<count {
+            let byte = generator.next() as UInt8
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The completion of a write nobody waits for: failures go to `onFailure`.
@@ -51,6 +122,7 @@ package final class SQLiteStore: RelayStore {
     }
 
     package func close() {
+        cluster?.stop()
         writer.stop()
         readers.closeAll()
     }
@@ -76,7 +148,7 @@ package final class SQLiteStore: RelayStore {
 
     /// One message into the inboxes of its recipients, inside the caller's transaction.
     static func accept(
-        _ new: NewMessage, _ db: SQLiteConnection, epochFor: (String) -> String
+        _ new: NewMessage, _ db: any SQLConnection, epochFor: (String) -> String
     ) throws -> AcceptOutcome {
         let message = new.message
         var existing: (fingerprint: [UInt8], recipients: String)?
@@ -98,10 +170,13 @@ package final class SQLiteStore: RelayStore {
                 "UPDATE inboxes SET head_seq = head_seq + 1 WHERE user_id = ? RETURNING head_seq", [.text(userId)]
             ) { seq = $0.int64(0) }
             if seq == 0 {
-                try db.run(
-                    "INSERT INTO inboxes(user_id, epoch, head_seq, created_at) VALUES (?, ?, 1, ?)",
-                    [.text(userId), .text(epochFor(userId)), .int(now)])
-                seq = 1
+                // (Another node may create it meanwhile: then its row is the one counted on.)
+                try db.query(
+                    """
+                    INSERT INTO inboxes(user_id, epoch, head_seq, created_at) VALUES (?, ?, 1, ?)
+                    ON CONFLICT(user_id) DO UPDATE SET head_seq = inboxes.head_seq + 1 RETURNING head_seq
+                    """, [.text(userId), .text(epochFor(userId)), .int(now)]
+                ) { seq = $0.int64(0) }
             }
             // A job for every registered device, online or not: the policy set its due time.
             let online = new.online[userId] ?? []
@@ -124,6 +199,7 @@ package final class SQLiteStore: RelayStore {
                     .text(initial == .live ? DeliveryState.live.rawValue : DeliveryState.stored.rawValue),
                 ])
             results.append(RecipientSeq(userId: userId, seq: seq, delivery: initial))
+            db.noteCommitted(userId: userId, seq: seq)
         }
         try db.run(
             """
@@ -215,7 +291,7 @@ package final class SQLiteStore: RelayStore {
         try read { db in try self.head(userId, db) }
     }
 
-    private func head(_ userId: String, _ db: SQLiteConnection) throws -> InboxHead {
+    private func head(_ userId: String, _ db: any SQLConnection) throws -> InboxHead {
         var head = InboxHead(
             userId: userId, epoch: epochFor(userId), headSeq: 0, ackSeq: 0, prunedSeq: 0)
         try db.query(
@@ -234,33 +310,34 @@ package final class SQLiteStore: RelayStore {
     ) throws(StoreError) -> CatchUpPage {
         try read { db in
             // One read transaction: the head and the rows come from the same snapshot.
-            try db.run("BEGIN")
-            defer { _ = try? db.run("COMMIT") }
-            let head = try self.head(userId, db)
-            let window = CatchUpWindow(
-                after: after, clientEpoch: epoch, epoch: head.epoch, headSeq: head.headSeq, prunedSeq: head.prunedSeq)
-            var page = CatchUpPage(head: head, window: window, messages: [], hasMore: false)
-            guard let readAfter = window.readAfter else { return page }
-            var bytes = 0
-            try db.query(
-                """
-                SELECT e.seq, m.id, m.conversation_id, m.sender_id, m.payload, m.created_at
-                FROM inbox_entries e JOIN messages m ON m.id = e.message_id
-                WHERE e.user_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?
-                """, [.text(userId), .int(readAfter), .int(Int64(limit) + 1)]
-            ) { row in
-                guard page.messages.count < limit, bytes < maxBytes else {
-                    page.hasMore = true
-                    return
+            try db.readSnapshot {
+                let head = try self.head(userId, db)
+                let window = CatchUpWindow(
+                    after: after, clientEpoch: epoch, epoch: head.epoch, headSeq: head.headSeq,
+                    prunedSeq: head.prunedSeq)
+                var page = CatchUpPage(head: head, window: window, messages: [], hasMore: false)
+                guard let readAfter = window.readAfter else { return page }
+                var bytes = 0
+                try db.query(
+                    """
+                    SELECT e.seq, m.id, m.conversation_id, m.sender_id, m.payload, m.created_at
+                    FROM inbox_entries e JOIN messages m ON m.id = e.message_id
+                    WHERE e.user_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?
+                    """, [.text(userId), .int(readAfter), .int(Int64(limit) + 1)]
+                ) { row in
+                    guard page.messages.count < limit, bytes < maxBytes else {
+                        page.hasMore = true
+                        return
+                    }
+                    let message = InboxMessage(
+                        seq: row.int64(0), id: row.text(1), conversationId: row.optionalText(2),
+                        senderId: row.optionalText(3), payload: row.bytes(4),
+                        createdAt: Timestamp(milliseconds: row.int64(5)))
+                    bytes += message.payload.count
+                    page.messages.append(message)
                 }
-                let message = InboxMessage(
-                    seq: row.int64(0), id: row.text(1), conversationId: row.optionalText(2),
-                    senderId: row.optionalText(3), payload: row.bytes(4),
-                    createdAt: Timestamp(milliseconds: row.int64(5)))
-                bytes += message.payload.count
-                page.messages.append(message)
+                return page
             }
-            return page
         }
     }
 
@@ -396,7 +473,7 @@ package final class SQLiteStore: RelayStore {
             matrix_app_id, matrix_pushkey FROM devices
         """
 
-    static func device(_ row: SQLiteStatement) -> Device {
+    static func device(_ row: any SQLRow) -> Device {
         Device(
             userId: row.text(0), deviceId: row.text(1), pushURL: row.text(2), platform: row.optionalText(3),
             contentFree: row.int64(4) != 0, active: row.int64(5) != 0, disabledReason: row.optionalText(6),
@@ -417,7 +494,8 @@ package final class SQLiteStore: RelayStore {
                 try db.run(
                     """
                     INSERT INTO presence(user_id, device_id, last_online) VALUES (?, ?, ?)
-                    ON CONFLICT(user_id, device_id) DO UPDATE SET last_online = max(last_online, excluded.last_online)
+                    ON CONFLICT(user_id, device_id) DO UPDATE
+                        SET last_online = \(db.greatest)(presence.last_online, excluded.last_online)
                     """, [.text(userId), .text(deviceId), .int(time.milliseconds)])
             }, completion: completion)
     }
@@ -439,11 +517,13 @@ package final class SQLiteStore: RelayStore {
         let result = waitFor { (completion: @escaping @Sendable (Result<String, StoreError>) -> Void) in
             writer.submit(
                 { db in
-                    var value: String?
+                    // The first node to store it wins; every other one reads that.
+                    try db.run(
+                        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
+                        [.text(name), .text(candidate)])
+                    var value = candidate
                     try db.query("SELECT value FROM meta WHERE key = ?", [.text(name)]) { value = $0.text(0) }
-                    if let value { return value }
-                    try db.run("INSERT INTO meta(key, value) VALUES (?, ?)", [.text(name), .text(candidate)])
-                    return candidate
+                    return value
                 }, completion: completion)
         }
         return try result.get()
@@ -453,12 +533,14 @@ package final class SQLiteStore: RelayStore {
         now: Timestamp, retentionSeconds: Int64,
         completion: @escaping @Sendable (Result<PruneResult, StoreError>) -> Void
     ) {
+        // On a cluster, the node that delivers also prunes (one pass at a time, no lock fights).
+        guard delivers else { return completion(.success(PruneResult(removed: 0, nextDue: nil))) }
         let cutoff = now.milliseconds - retentionSeconds * 1000
         writer.submit(
             maintenance: true,
             { db in
                 try db.execute(
-                    "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL)"
+                    "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq BIGINT NOT NULL, message_id TEXT NOT NULL)"
                 )
                 try db.run("DELETE FROM doomed")
                 // Entries of expired messages, and entries acked and older than the retention
@@ -475,7 +557,7 @@ package final class SQLiteStore: RelayStore {
                     """, [.int(now.milliseconds), .int(cutoff)])
                 try db.run(
                     """
-                    UPDATE inboxes SET pruned_seq = max(pruned_seq,
+                    UPDATE inboxes SET pruned_seq = \(db.greatest)(pruned_seq,
                         (SELECT max(seq) FROM doomed d WHERE d.user_id = inboxes.user_id))
                     WHERE user_id IN (SELECT user_id FROM doomed)
                     """)
@@ -500,7 +582,7 @@ package final class SQLiteStore: RelayStore {
                         UNION ALL SELECT min(e.created_at) + ?1 FROM inbox_entries e JOIN inboxes i
                             ON i.user_id = e.user_id WHERE e.seq <= i.ack_seq
                         UNION ALL SELECT min(updated_at) + ?1 FROM push_jobs WHERE state != 'pending'
-                        UNION ALL SELECT min(updated_at) + ?1 FROM event_jobs WHERE state != 'pending')
+                        UNION ALL SELECT min(updated_at) + ?1 FROM event_jobs WHERE state != 'pending') AS due
                     """, [.int(retentionSeconds * 1000)]
                 ) { next = $0.optionalInt64(0) }
                 return PruneResult(removed: removed, nextDue: next.map { Timestamp(milliseconds: $0) })
@@ -510,21 +592,21 @@ package final class SQLiteStore: RelayStore {
     package func checkWritable(completion: @escaping @Sendable (Bool) -> Void) {
         writer.submit(
             { db in
-                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('ready_probe', 'ok')")
+                try db.run(
+                    """
+                    INSERT INTO meta(key, value) VALUES ('ready_probe', 'ok')
+                    ON CONFLICT(key) DO UPDATE SET value = excluded.value
+                    """)
             }, completion: { completion((try? $0.get()) != nil) })
     }
 
     // MARK: Helpers
 
-    func read<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
+    func read<T>(_ body: (any SQLConnection) throws -> T) throws(StoreError) -> T {
         do {
             return try readers.read(body)
-        } catch let error as SQLiteError {
-            throw .unavailable(error)
-        } catch let error as StoreError {
-            throw error
         } catch {
-            throw .unavailable(SQLiteError(code: 1, message: "\(error)", sql: nil))
+            throw .from(error)
         }
     }
 

@@ -52,12 +52,12 @@ package enum PushResult: Sendable {
     case deviceGone(reason: String)
 }
 
-extension SQLiteStore {
+extension SQLStore {
     /// Queues a push job for every active device of `userId` (inside the accept write), due when
     /// `policy` says. A pending job with the same `collapseKey` on that device is replaced (RFC
     /// 8030 "Topic"). Returns whether any job was queued.
     static func queuePushJobs(
-        _ db: SQLiteConnection, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
+        _ db: any SQLConnection, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
         policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>
     ) throws -> Bool {
         var devices: [String] = []
@@ -95,9 +95,10 @@ extension SQLiteStore {
                         """
                         INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key,
                             state, due_at, expires_at, created_at, updated_at, badge)
-                        VALUES ('msg_' || lower(hex(randomblob(12))), 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
+                        VALUES (?, 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
                         """,
                         [
+                            .text("msg_" + randomHex(bytes: 12)),
                             .text(userId), .text(deviceId), .text(message.id), .int(seq),
                             .optional(message.collapseKey),
                             .int(due), .int(expiresAt.milliseconds), .int(now.milliseconds),
@@ -120,7 +121,8 @@ extension SQLiteStore {
     package func duePushes(
         now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ pushURL: String) -> PushAdmission
     ) throws(StoreError) -> [PushBatch] {
-        try read { db in
+        guard delivers else { return [] }
+        return try read { db in
             // The devices with the oldest due jobs…
             var devices: [(userId: String, deviceId: String)] = []
             var seen = Set<String>()
@@ -270,7 +272,7 @@ extension SQLiteStore {
             { db in
                 try db.run(
                     """
-                    UPDATE push_jobs SET due_at = max(due_at, ?), updated_at = ?
+                    UPDATE push_jobs SET due_at = \(db.greatest)(due_at, ?), updated_at = ?
                     WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
                     """,
                     [.int(until.milliseconds), .int(until.milliseconds), .text(userId), .text(deviceId), .int(seq)])
@@ -278,7 +280,8 @@ extension SQLiteStore {
     }
 
     package func nextDueAt() throws(StoreError) -> Timestamp? {
-        try read { db in
+        guard delivers else { return nil }
+        return try read { db in
             var earliest: Int64?
             for table in ["push_jobs", "event_jobs"] {
                 try db.query("SELECT min(due_at) FROM \(table) WHERE state = 'pending'") { row in
@@ -292,7 +295,7 @@ extension SQLiteStore {
     /// Inside an ack that moved the cursor from `old` to `new`: pending pushes at or below it are
     /// cancelled on every device, and devices already pushed in that range get a `clear` push
     /// (the badge goes down when the message was read elsewhere).
-    static func applyAckToPushes(_ db: SQLiteConnection, userId: String, old: Int64, new: Int64, now: Int64) throws {
+    static func applyAckToPushes(_ db: any SQLConnection, userId: String, old: Int64, new: Int64, now: Int64) throws {
         var pushed: [String] = []
         try db.query(
             """
@@ -319,7 +322,7 @@ extension SQLiteStore {
     /// A `clear` push for one device, replacing one still pending (`badge`: a homeserver's count,
     /// else the relay's own).
     static func queueClear(
-        _ db: SQLiteConnection, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
+        _ db: any SQLConnection, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
     ) throws {
         try db.run(
             """
@@ -330,9 +333,10 @@ extension SQLiteStore {
             """
             INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
                 created_at, updated_at, badge)
-            VALUES ('clr_' || lower(hex(randomblob(12))), 'clear', ?, ?, NULL, ?, 'pending', ?, ?, ?, ?, ?)
+            VALUES (?, 'clear', ?, ?, NULL, ?, 'pending', ?, ?, ?, ?, ?)
             """,
             [
+                .text("clr_" + randomHex(bytes: 12)),
                 .text(userId), .text(deviceId), .int(seq), .int(now), .int(now + 86_400_000), .int(now), .int(now),
                 badge.map { .int($0) } ?? .null,
             ])
@@ -359,11 +363,11 @@ package enum RetryOutcome: Sendable {
     case notDead(DeliveryRecord)
 }
 
-extension SQLiteStore {
+extension SQLStore {
     static let deliveryColumns =
         "id, message_id, user_id, device_id, kind, state, attempts, last_error, updated_at FROM push_jobs"
 
-    static func deliveryRecord(_ row: SQLiteStatement) -> DeliveryRecord {
+    static func deliveryRecord(_ row: any SQLRow) -> DeliveryRecord {
         DeliveryRecord(
             id: row.int64(0), messageId: row.optionalText(1), userId: row.text(2), deviceId: row.text(3),
             kind: PushKind(rawValue: row.text(4)) ?? .message, state: JobState(rawValue: row.text(5)) ?? .pending,
@@ -458,7 +462,7 @@ package struct EventJob: Sendable {
     package var expiresAt: Timestamp
 }
 
-extension SQLiteStore {
+extension SQLStore {
     /// Queues an event (durably: it survives restarts), due at once.
     package func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp) {
         writer.submit(
@@ -466,9 +470,10 @@ extension SQLiteStore {
                 try db.run(
                     """
                     INSERT INTO event_jobs(webhook_id, type, body, state, due_at, expires_at, created_at, updated_at)
-                    VALUES ('evt_' || lower(hex(randomblob(12))), ?, ?, 'pending', ?, ?, ?, ?)
+                    VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
                     """,
                     [
+                        .text("evt_" + Self.randomHex(bytes: 12)),
                         .text(type), .text(String(decoding: body, as: UTF8.self)), .int(now.milliseconds),
                         .int(expiresAt.milliseconds), .int(now.milliseconds), .int(now.milliseconds),
                     ])
@@ -476,7 +481,8 @@ extension SQLiteStore {
     }
 
     package func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob] {
-        try read { db in
+        guard delivers else { return [] }
+        return try read { db in
             var jobs: [EventJob] = []
             try db.query(
                 """
@@ -528,7 +534,7 @@ extension SQLiteStore {
     }
 }
 
-extension SQLiteStore {
+extension SQLStore {
     /// Pending push jobs (for /metrics).
     package func pendingPushCount() throws(StoreError) -> Int {
         try read { db in

@@ -1,0 +1,188 @@
+internal import CPostgres
+import Foundation
+import Glibc
+import RelayLocks
+
+/// What a node hears from the others of its cluster (`RelayStore.observeCluster`).
+package struct ClusterObserver: Sendable {
+    /// Another node committed `seq` to `userId`'s inbox.
+    package var committed: @Sendable (_ userId: String, _ seq: Int64) -> Void
+    /// Another node wrote something (push or event jobs may be due), or this node became the one
+    /// that delivers.
+    package var changed: @Sendable () -> Void
+    /// Notifications may have been missed (the listening connection was lost): every session
+    /// reads its inbox again.
+    package var resync: @Sendable () -> Void
+
+    package init(
+        committed: @escaping @Sendable (_ userId: String, _ seq: Int64) -> Void,
+        changed: @escaping @Sendable () -> Void, resync: @escaping @Sendable () -> Void
+    ) {
+        self.committed = committed
+        self.changed = changed
+        self.resync = resync
+    }
+}
+
+/// A node's two standing connections to the others, through PostgreSQL:
+///
+/// - **Commits.** Every write transaction ends with `pg_notify('pushrelay', payload)`: the
+///   writing node's id, then one `user seq` line per message entry it committed. Each node
+///   `LISTEN`s on its own connection and hands the others' lines to the sessions it holds. When
+///   that connection is lost, notifications may have been missed: once it is back, every
+///   session reads its inbox again (the gap-fill by seq makes that exact).
+/// - **Delivery.** One node at a time delivers pushes and events and prunes: the holder of a
+///   session-level advisory lock, taken on a connection of its own. A node that dies (or loses
+///   that connection) loses the lock with its session, and a waiting node takes over at once;
+///   its jobs were never marked claimed, so nothing is stranded. Delivery is thus not spread over
+///   nodes, but coalescing and "no seq pushed twice" hold cluster-wide by construction.
+///
+/// Both threads block in `poll` (no timer): an idle cluster does not wake up.
+package final class PostgresCluster: Sendable {
+    static let channel = "pushrelay"
+    /// The advisory lock key of the delivery lease ("pushrela").
+    static let deliveryLock: Int64 = 0x7075_7368_7265_6C61
+
+    let nodeId: String
+    private let uri: String
+    private let observer = LockedValue<ClusterObserver?>(nil)
+    private let leader = LockedValue(false)
+    /// Written to stop both threads; read ends polled beside the sockets.
+    private let stopPipe: (read: Int32, write: Int32)
+    private let running = LockedValue(0)
+
+    init(uri: String, nodeId: String) {
+        self.uri = uri
+        self.nodeId = nodeId
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        stopPipe = (fds[0], fds[1])
+    }
+
+    deinit {
+        close(stopPipe.read)
+        close(stopPipe.write)
+    }
+
+    /// Whether this node holds the delivery lease now.
+    var isLeader: Bool { leader.withLock { $0 } }
+
+    func start() {
+        spawn("pushrelay-listen") { [self] in listen() }
+        spawn("pushrelay-lease") { [self] in holdLease() }
+    }
+
+    private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        running.withLock { $0 += 1 }
+        let thread = Thread { [self] in
+            body()
+            running.withLock { $0 -= 1 }
+            running.broadcast()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    func observe(_ observer: ClusterObserver) { self.observer.withLock { $0 = observer } }
+
+    func stop() {
+        var byte: UInt8 = 1
+        _ = write(stopPipe.write, &byte, 1)
+        running.withLock(when: { $0 == 0 }) { _ in }
+    }
+
+    // MARK: Commits
+
+    private func listen() {
+        var missed = false
+        while let connection = connect(then: "LISTEN \(Self.channel)") {
+            if missed { observer.withLock { $0 }?.resync() }
+            missed = true  // from here on, a lost connection may lose notifications
+            while wait(for: connection) {
+                guard PQconsumeInput(connection.handle) != 0 else { break }
+                while let notification = PQnotifies(connection.handle) {
+                    let payload = PostgresConnection.text(notification.pointee.extra)
+                    PQfreemem(notification)
+                    receive(payload)
+                }
+                if connection.isBroken { break }
+            }
+            if stopped { return }
+        }
+    }
+
+    private func receive(_ payload: String) {
+        var lines = payload.split(separator: "\n", omittingEmptySubsequences: false)[...]
+        guard let sender = lines.popFirst(), sender != nodeId, let observer = observer.withLock({ $0 }) else { return }
+        for line in lines {
+            guard let space = line.firstIndex(of: " "), let seq = Int64(line[line.index(after: space)...]) else {
+                continue
+            }
+            observer.committed(String(line[..<space]), seq)
+        }
+        observer.changed()
+    }
+
+    // MARK: Delivery lease
+
+    private func holdLease() {
+        while let connection = connect(then: nil) {
+            // Blocks in the server until the holder's session ends.
+            guard PQsendQuery(connection.handle, "SELECT pg_advisory_lock(\(Self.deliveryLock))") != 0 else { continue }
+            var granted = false
+            while !granted, wait(for: connection), PQconsumeInput(connection.handle) != 0 {
+                while PQisBusy(connection.handle) == 0, let result = PQgetResult(connection.handle) {
+                    granted = PQresultStatus(result) == PGRES_TUPLES_OK
+                    PQclear(result)
+                }
+            }
+            if granted {
+                leader.withLock { $0 = true }
+                observer.withLock { $0 }?.changed()
+                // Held until the session ends: wait for the connection to fail (or for stop).
+                while wait(for: connection), PQconsumeInput(connection.handle) != 0, !connection.isBroken {}
+                leader.withLock { $0 = false }
+            }
+            if stopped { return }
+        }
+    }
+
+    // MARK: Connections
+
+    private var stopped: Bool {
+        var pollfd = Glibc.pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)
+        return poll(&pollfd, 1, 0) > 0
+    }
+
+    /// Connects (and runs `statement`), retrying with backoff until it works; nil once stopped.
+    private func connect(then statement: String?) -> PostgresConnection? {
+        var delay: Int32 = 100
+        while !stopped {
+            if let connection = try? PostgresConnection(uri: uri) {
+                do {
+                    if let statement { try connection.execute(statement) }
+                    return connection
+                } catch {}
+            }
+            var pollfd = Glibc.pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pollfd, 1, delay)
+            delay = min(delay * 2, 2000)
+        }
+        return nil
+    }
+
+    /// Waits until the connection has input; false when stopping.
+    private func wait(for connection: PostgresConnection) -> Bool {
+        guard connection.socket >= 0 else { return true }  // lost: the caller's next read fails
+        var fds = [
+            pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
+        ]
+        while true {
+            let ready = poll(&fds, 2, -1)
+            if ready < 0, errno == EINTR { continue }
+            return ready > 0 && fds[1].revents == 0
+        }
+    }
+}

@@ -1,0 +1,323 @@
+internal import CPostgres
+import Glibc
+
+/// One libpq connection. Not thread-safe, like `SQLiteConnection`: one thread uses it at a time.
+///
+/// Statements are prepared once per connection (named, with the `?` placeholders numbered) and
+/// run with text parameters (blobs binary); results come back as text. A lost connection is
+/// reopened by `beginWrite` or by the reader pool, never in the middle of a transaction.
+package final class PostgresConnection: SQLConnection {
+    let handle: OpaquePointer
+    /// Prepared statement names by SQL text (the SQL as the store writes it).
+    private var prepared: [String: String] = [:]
+    package private(set) var changes = 0
+    package let greatest = "greatest"
+    /// Sent to the other nodes at commit (`noteCommitted`); see `PostgresCluster` for the format.
+    private var notes: [String] = []
+    private var notesAtSavepoint = 0
+    /// Who this node is in those notes (the listener skips its own).
+    var nodeId = ""
+
+    package init(uri: String) throws(PostgresError) {
+        guard let connection = PQconnectdb(uri) else {
+            throw PostgresError(sqlState: "", message: "out of memory", sql: nil)
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = Self.text(PQerrorMessage(connection))
+            PQfinish(connection)
+            throw PostgresError(sqlState: "", message: message, sql: nil)
+        }
+        handle = connection
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// The connection is gone (server restarted, network lost); `reconnect` may bring it back.
+    package var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
+
+    /// Reopens a broken connection with the same parameters.
+    func reconnect() throws(PostgresError) {
+        guard isBroken else { return }
+        PQreset(handle)
+        prepared.removeAll()  // they lived in the old session
+        guard !isBroken else { throw PostgresError(sqlState: "", message: lastErrorMessage, sql: nil) }
+    }
+
+    var socket: Int32 { PQsocket(handle) }
+
+    var lastErrorMessage: String { Self.text(PQerrorMessage(handle)) }
+
+    // MARK: Statements
+
+    package func execute(_ sql: String) throws {
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result, sql)
+    }
+
+    package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {
+        let result = try run(prepared: sql, bindings)
+        defer { PQclear(result) }
+        let rows = PQntuples(result)
+        var index: Int32 = 0
+        while index < rows {
+            guard try row(PostgresRow(result: result, row: index)) else { return }
+            index += 1
+        }
+    }
+
+    package func run(_ sql: String, _ bindings: [SQLValue]) throws {
+        let result = try run(prepared: sql, bindings)
+        changes = Int(Self.parseInt(PQcmdTuples(result)))
+        PQclear(result)
+    }
+
+    /// Runs `sql` as a prepared statement; the caller clears the result.
+    private func run(prepared sql: String, _ bindings: [SQLValue]) throws(PostgresError) -> OpaquePointer? {
+        let name = try statementName(sql)
+        // Every parameter's bytes in one buffer: text NUL-terminated, blobs binary.
+        var buffer: [UInt8] = []
+        var offsets: [Int] = []
+        var lengths: [Int32] = []
+        var formats: [Int32] = []
+        var nulls: [Bool] = []
+        for value in bindings {
+            offsets.append(buffer.count)
+            switch value {
+            case .null:
+                lengths.append(0)
+                formats.append(0)
+                nulls.append(true)
+            case .int(let number):
+                buffer.append(contentsOf: String(number).utf8)
+                buffer.append(0)
+                lengths.append(0)
+                formats.append(0)
+                nulls.append(false)
+            case .text(let text):
+                buffer.append(contentsOf: text.utf8)
+                buffer.append(0)
+                lengths.append(0)
+                formats.append(0)
+                nulls.append(false)
+            case .blob(let bytes):
+                buffer.append(contentsOf: bytes)
+                lengths.append(Int32(clamping: bytes.count))
+                formats.append(1)
+                nulls.append(false)
+            }
+        }
+        let result = buffer.withUnsafeBufferPointer { bytes in
+            let base = bytes.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
+            let values: [UnsafePointer<CChar>?] = offsets.indices.map { index in
+                nulls[index] ? nil : base.map { $0 + offsets[index] }
+            }
+            return PQexecPrepared(handle, name, Int32(bindings.count), values, lengths, formats, 0)
+        }
+        do {
+            try check(result, sql)
+        } catch {
+            PQclear(result)
+            throw error
+        }
+        return result
+    }
+
+    private func statementName(_ sql: String) throws(PostgresError) -> String {
+        if let name = prepared[sql] { return name }
+        let name = "s\(prepared.count)"
+        let result = PQprepare(handle, name, Self.numberPlaceholders(sql), 0, nil)
+        defer { PQclear(result) }
+        try check(result, sql)
+        prepared[sql] = name
+        return name
+    }
+
+    private func check(_ result: OpaquePointer?, _ sql: String) throws(PostgresError) {
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return
+        default:
+            let state = Self.text(PQresultErrorField(result, Int32(UInt8(ascii: "C"))))
+            let message = result.map { Self.text(PQresultErrorMessage($0)) } ?? lastErrorMessage
+            throw PostgresError(sqlState: state, message: message, sql: sql)
+        }
+    }
+
+    /// `?` → `$1`, `$2`, …; `?N` → `$N` (outside string literals).
+    static func numberPlaceholders(_ sql: String) -> String {
+        var output = ""
+        var next = 0
+        var inLiteral = false
+        var scalars = sql.unicodeScalars.makeIterator()
+        var pending = scalars.next()
+        while let scalar = pending {
+            pending = scalars.next()
+            if scalar == "'" { inLiteral.toggle() }
+            guard scalar == "?", !inLiteral else {
+                output.unicodeScalars.append(scalar)
+                continue
+            }
+            var digits = ""
+            while let digit = pending, ("0"..."9").contains(digit) {
+                digits.unicodeScalars.append(digit)
+                pending = scalars.next()
+            }
+            if digits.isEmpty {
+                next += 1
+                digits = String(next)
+            }
+            output += "$" + digits
+        }
+        return output
+    }
+
+    // MARK: Transactions
+
+    package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    package func beginWrite() throws {
+        try reconnect()
+        notes.removeAll(keepingCapacity: true)
+        do {
+            try execute("BEGIN")
+        } catch where isBroken {
+            // Lost while idle (the server restarted): nothing was started, so once more afresh.
+            try reconnect()
+            try execute("BEGIN")
+        }
+    }
+
+    package func commitWrite(maintenanceOnly: Bool) throws {
+        if !maintenanceOnly { try sendNotes() }
+        let result = PQexec(handle, "COMMIT")
+        defer { PQclear(result) }
+        try check(result, "COMMIT")
+        // A transaction that had failed answers COMMIT with ROLLBACK: nothing was stored.
+        guard Self.text(PQcmdStatus(result)) == "COMMIT" else {
+            throw PostgresError(sqlState: "40000", message: "the transaction was rolled back", sql: "COMMIT")
+        }
+    }
+
+    package func rollbackWrite() { _ = try? execute("ROLLBACK") }
+
+    package func savepoint() throws {
+        notesAtSavepoint = notes.count
+        try run("SAVEPOINT op")
+    }
+
+    package func releaseSavepoint() throws { try run("RELEASE SAVEPOINT op") }
+
+    package func rollbackToSavepoint() {
+        notes.removeSubrange(notesAtSavepoint...)
+        _ = try? run("ROLLBACK TO SAVEPOINT op")
+        _ = try? run("RELEASE SAVEPOINT op")
+    }
+
+    package func noteCommitted(userId: String, seq: Int64) { notes.append("\(userId) \(seq)") }
+
+    /// One `pg_notify` per 7,000 bytes of notes (PostgreSQL takes 8,000 per payload); with no
+    /// notes, one that only says this node wrote (the others may have jobs due).
+    private func sendNotes() throws {
+        var payload = nodeId
+        for note in notes {
+            if payload.utf8.count + note.utf8.count > 7000 {
+                try run("SELECT pg_notify(?, ?)", [.text(PostgresCluster.channel), .text(payload)])
+                payload = nodeId
+            }
+            payload += "\n" + note
+        }
+        try run("SELECT pg_notify(?, ?)", [.text(PostgresCluster.channel), .text(payload)])
+    }
+
+    // MARK: Values
+
+    static func text(_ pointer: UnsafePointer<CChar>?) -> String {
+        pointer.map { String(cString: $0) } ?? ""
+    }
+
+    static func text(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
+        pointer.map { String(cString: $0) } ?? ""
+    }
+
+    /// A decimal integer as PostgreSQL writes it (0 for anything else).
+    static func parseInt(_ pointer: UnsafePointer<CChar>?) -> Int64 {
+        guard var cursor = pointer else { return 0 }
+        let negative = cursor.pointee == CChar(UInt8(ascii: "-"))
+        if negative { cursor += 1 }
+        var value: Int64 = 0
+        while cursor.pointee >= CChar(UInt8(ascii: "0")), cursor.pointee <= CChar(UInt8(ascii: "9")) {
+            let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+            guard !overflow else { return 0 }
+            let (sum, carry) = shifted.addingReportingOverflow(Int64(cursor.pointee - CChar(UInt8(ascii: "0"))))
+            guard !carry else { return 0 }
+            value = sum
+            cursor += 1
+        }
+        return negative ? -value : value
+    }
+
+    static func parseInt(_ pointer: UnsafeMutablePointer<CChar>?) -> Int64 { parseInt(UnsafePointer(pointer)) }
+}
+
+/// One row of a PostgreSQL result (text format).
+struct PostgresRow: SQLRow {
+    let result: OpaquePointer?
+    let row: Int32
+
+    func isNull(_ column: Int32) -> Bool { PQgetisnull(result, row, column) != 0 }
+
+    func int64(_ column: Int32) -> Int64 { PostgresConnection.parseInt(PQgetvalue(result, row, column)) }
+
+    func text(_ column: Int32) -> String {
+        guard let value = PQgetvalue(result, row, column) else { return "" }
+        let count = Int(PQgetlength(result, row, column))
+        return value.withMemoryRebound(to: UInt8.self, capacity: count) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
+        }
+    }
+
+    func bytes(_ column: Int32) -> [UInt8] {
+        guard let value = PQgetvalue(result, row, column) else { return [] }
+        let count = Int(PQgetlength(result, row, column))
+        return value.withMemoryRebound(to: UInt8.self, capacity: count) { start in
+            let raw = UnsafeBufferPointer(start: start, count: count)
+            // bytea comes as `\x` and hex digits in text format.
+            guard PQftype(result, column) == Self.byteaType, count >= 2, raw[0] == 0x5C, raw[1] == 0x78 else {
+                return Array(raw)
+            }
+            return Self.unhex(raw.dropFirst(2))
+        }
+    }
+
+    static let byteaType: UInt32 = 17
+
+    static func unhex(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8] {
+        func nibble(_ byte: UInt8) -> UInt8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+            default: return 0
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = digits.startIndex
+        while index + 1 < digits.endIndex {
+            bytes.append(nibble(digits[index]) << 4 | nibble(digits[index + 1]))
+            index += 2
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,77 @@
+/// One database connection as the store uses it: the same SQL runs on SQLite and on PostgreSQL.
+///
+/// Statements are written once, with `?` placeholders (`?1`, `?2` where a value is used twice);
+/// the PostgreSQL connection numbers them. What the two engines spell differently is asked of
+/// the connection (`greatest`), and so are transactions, which differ in kind: SQLite has one
+/// writer and snapshots for free; PostgreSQL has row locks, retried conflicts and notifications.
+///
+/// Not thread-safe: one thread uses a connection at a time (the writer owns one; the reader
+/// pool lends the others out).
+package protocol SQLConnection: AnyObject {
+    /// Runs `sql` with `bindings`, calling `row` for each result row until it answers false.
+    func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws
+    /// Runs a statement whose rows, if any, are not needed.
+    func run(_ sql: String, _ bindings: [SQLValue]) throws
+    /// Runs one or more statements without parameters.
+    func execute(_ sql: String) throws
+    /// Rows changed by the last `run`.
+    var changes: Int { get }
+    /// The connection was lost (a pool drops it rather than lending it again).
+    var isBroken: Bool { get }
+    /// The scalar maximum of two values (`max(a, b)` in SQLite, `greatest(a, b)` in PostgreSQL).
+    var greatest: String { get }
+
+    /// Runs `body` in a read transaction: every statement in it sees the same snapshot.
+    func readSnapshot<T>(_ body: () throws -> T) throws -> T
+
+    /// Starts a write transaction (reconnecting first if the connection was lost).
+    func beginWrite() throws
+    /// Commits it; unless it was only housekeeping, the other nodes hear of it (with the notes
+    /// taken since `beginWrite`).
+    func commitWrite(maintenanceOnly: Bool) throws
+    func rollbackWrite()
+    /// Marks the start of one write inside the transaction.
+    func savepoint() throws
+    func releaseSavepoint() throws
+    /// Undoes the write since `savepoint` (its notes too).
+    func rollbackToSavepoint()
+    /// Notes that `seq` was committed for `userId` in this transaction; the other nodes of a
+    /// cluster hear of it once the transaction commits (nothing to do on SQLite: there is one node).
+    func noteCommitted(userId: String, seq: Int64)
+}
+
+extension SQLConnection {
+    /// Runs `sql` with `bindings`, calling `row` for each result row.
+    func query(_ sql: String, _ bindings: [SQLValue] = [], row: (any SQLRow) throws -> Void) throws {
+        try scan(sql, bindings) { statement in
+            try row(statement)
+            return true
+        }
+    }
+
+    func run(_ sql: String) throws { try run(sql, []) }
+}
+
+/// The current row of a query.
+package protocol SQLRow {
+    func int64(_ column: Int32) -> Int64
+    func isNull(_ column: Int32) -> Bool
+    func text(_ column: Int32) -> String
+    /// The column's bytes (text or blob).
+    func bytes(_ column: Int32) -> [UInt8]
+}
+
+extension SQLRow {
+    func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+}
+
+/// A value to bind to a statement parameter.
+package enum SQLValue: Sendable {
+    case null
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+
+    package static func optional(_ text: String?) -> SQLValue { text.map { .text($0) } ?? .null }
+}

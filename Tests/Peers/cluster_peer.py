@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Two relay nodes on one PostgreSQL database: what a cluster must keep true, against the real
+binary, a real PostgreSQL and the python `websockets` library.
+
+Needs PUSHRELAY_TEST_POSTGRES (run it through `Tests/Postgres/pg.sh run`).
+Usage: cluster_peer.py PATH_TO_PUSHRELAY
+"""
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+
+import websockets
+from relaypeer import QuietServer, Relay, call, fresh_db, registry, run_checks, wait_for
+
+KEY = "cluster-test-server-key"
+PG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Postgres", "pg.sh")
+CHECKS, check = registry()
+
+
+def pair(binary, *extra):
+    """Two nodes started with the same database URI and keys."""
+    db = fresh_db()
+    common = ("--client-token-secret", "cluster-client-token-secret-0123456789", *extra)
+    return Relay(binary, *common, key=KEY, db=db), Relay(binary, *common, key=KEY, db=db)
+
+
+def post(relay, msg_id, users, payload=None, timeout=10):
+    return relay.http("POST", "/v1/messages",
+                      {"id": msg_id, "recipients": users, "payload": payload or {"id": msg_id}}, timeout=timeout)
+
+
+def ws_url(relay, user, device="phone", after=None):
+    url = relay.base.replace("http://", "ws://") + f"/v1/ws?access_token={relay.token(user, device)}"
+    return url + (f"&after={after}" if after is not None else "")
+
+
+async def frames_until(ws, count, seconds=10):
+    """Message frames until `count` arrived (or the time is up)."""
+    messages = []
+    deadline = time.monotonic() + seconds
+    while len(messages) < count and time.monotonic() < deadline:
+        try:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), max(0.05, deadline - time.monotonic())))
+        except asyncio.TimeoutError:
+            break
+        if frame["type"] == "message":
+            messages.append(frame)
+    return messages
+
+
+async def synced(ws):
+    while True:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), 5))
+        if frame["type"] == "synced":
+            return frame
+
+
+def seqs_of(relay, user):
+    """Every stored message of `user`, page by page: (seqs, ids)."""
+    seqs, ids = [], []
+    while True:
+        status, body = relay.http("GET", f"/v1/users/{user}/messages?limit=1000&after={seqs[-1] if seqs else 0}")
+        assert status == 200, body
+        seqs += [m["seq"] for m in body["messages"]]
+        ids += [m["id"] for m in body["messages"]]
+        if not body["hasMore"]:
+            return seqs, ids
+
+
+@check("a message posted on B reaches a socket on A live, once and in order")
+def cross_node_live(binary):
+    a, b = pair(binary)
+    try:
+        async def run():
+            async with websockets.connect(ws_url(a, "alice")) as ws:
+                await synced(ws)
+                latencies = []
+                for n in range(1, 101):
+                    started = time.monotonic()
+                    status, body = post(b, f"x{n}", ["alice"])
+                    assert status == 202, body
+                    [frame] = await frames_until(ws, 1, 5)
+                    latencies.append((time.monotonic() - started) * 1000)
+                    assert frame["seq"] == n and frame["id"] == f"x{n}", frame
+                # Nothing more arrives (no message twice).
+                assert await frames_until(ws, 1, 0.5) == []
+                latencies.sort()
+                return f"post on B to frame on A, p50 {latencies[50]:.1f} ms, max {latencies[-1]:.1f} ms"
+        return asyncio.run(run())
+    finally:
+        a.stop()
+        b.stop()
+
+
+@check("idempotency holds across nodes: one 202 per id, the same seqs replayed by the other node, 409 on a new body")
+def cross_node_idempotency(binary):
+    a, b = pair(binary)
+    try:
+        answers = {}
+
+        def send(relay, msg_id):
+            answers.setdefault(msg_id, []).append(post(relay, msg_id, ["bob", "carol"]))
+
+        for n in range(40):
+            threads = [threading.Thread(target=send, args=(relay, f"i{n}")) for relay in (a, b, a, b)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        for msg_id, replies in answers.items():
+            statuses = sorted(status for status, _ in replies)
+            assert statuses == [200, 200, 200, 202], (msg_id, replies)
+            assert len({json.dumps(body["recipients"]) for _, body in replies}) == 1, replies
+        assert post(b, "i0", ["bob", "carol"], {"other": True})[0] == 409
+        for user in ("bob", "carol"):
+            seqs, _ = seqs_of(a, user)
+            assert seqs == list(range(1, 41)), seqs
+    finally:
+        a.stop()
+        b.stop()
+
+
+class Receiver:
+    """Records every push webhook it receives."""
+
+    def __init__(self):
+        import http.server
+        pushes = self.pushes = []
+        lock = self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    pushes.append(body)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_port}"
+
+    def seqs(self):
+        with self.lock:
+            return [seq for push in self.pushes if push["type"] == "message"
+                    for seq in range(push["seq"]["from"], push["seq"]["to"] + 1)]
+
+
+@check("both notifiers running: every seq of an offline device pushed exactly once, also across a node's kill -9")
+def cross_node_pushes(binary):
+    receiver = Receiver()
+    a, b = pair(binary, "--push-delay-ms", "50")
+    try:
+        status, body = a.http("PUT", "/v1/users/dave/devices/phone", {"pushUrl": f"{receiver.base}/dave"})
+        assert status in (200, 201), body
+        for n in range(1, 101):
+            assert post(a if n % 2 else b, f"d{n}", ["dave"])[0] == 202
+        assert wait_for(lambda: len(receiver.seqs()) >= 100, 20), receiver.seqs()
+        # Whichever node delivers dies; the other takes over.
+        a.kill9()
+        for n in range(101, 151):
+            assert post(b, f"d{n}", ["dave"])[0] == 202
+        assert wait_for(lambda: len(receiver.seqs()) >= 150, 20), len(receiver.seqs())
+        time.sleep(0.5)
+        seqs = receiver.seqs()
+        assert sorted(seqs) == list(range(1, 151)), sorted(set(range(1, 151)) - set(seqs)) or seqs
+        return f"{len(receiver.pushes)} pushes covered seqs 1-150, none twice"
+    finally:
+        a.stop()
+        b.stop()
+        receiver.server.shutdown()
+
+
+@check("kill -9 of one node under posters retrying on the other: nothing acknowledged lost, no duplicate, no gap; "
+       "the client resumes on the surviving node")
+def kill_one_node(binary):
+    a, b = pair(binary)
+    acknowledged = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def poster(worker):
+        n = 0
+        while not stop.is_set():
+            n += 1
+            msg_id = f"w{worker}-{n}"
+            for relay in (a, b, b, b):  # a's failure sends the same id to b
+                try:
+                    status, _ = post(relay, msg_id, ["erin"], timeout=5)
+                except (OSError, urllib.error.URLError):
+                    continue
+                if status in (200, 202):
+                    with lock:
+                        acknowledged.add(msg_id)
+                    break
+
+    try:
+        async def run():
+            async with websockets.connect(ws_url(a, "erin", after=0)) as ws:
+                await synced(ws)
+                threads = [threading.Thread(target=poster, args=(w,)) for w in range(4)]
+                for thread in threads:
+                    thread.start()
+                time.sleep(1.0)
+                a.kill9()
+                time.sleep(1.0)
+                stop.set()
+                for thread in threads:
+                    thread.join()
+                seen = []
+                try:
+                    while True:
+                        frame = json.loads(await asyncio.wait_for(ws.recv(), 2))
+                        if frame["type"] == "message":
+                            seen.append(frame["seq"])
+                except (websockets.ConnectionClosed, asyncio.TimeoutError, OSError):
+                    pass
+            last = max(seen, default=0)
+            assert seen == list(range(1, last + 1)), seen[:20]
+            async with websockets.connect(ws_url(b, "erin", after=last)) as ws:
+                welcome = json.loads(await asyncio.wait_for(ws.recv(), 5))
+                rest = await frames_until(ws, welcome["headSeq"] - last, 10)
+                resumed = [frame["seq"] for frame in rest]
+                assert resumed == list(range(last + 1, welcome["headSeq"] + 1)), (last, resumed[:10])
+            return last
+
+        last = asyncio.run(run())
+        seqs, ids = seqs_of(b, "erin")
+        assert seqs == list(range(1, len(seqs) + 1)), "gap in seqs"
+        assert len(ids) == len(set(ids)), "a message stored twice"
+        missing = acknowledged - set(ids)
+        assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
+        return f"{len(acknowledged)} acknowledged, {len(ids)} stored once each, socket on A had {last}, rest resumed on B"
+    finally:
+        a.stop()
+        b.stop()
+
+
+@check("PostgreSQL stopped under load: writes answer 503 (never 2xx), /readyz fails, sockets stay open; "
+       "after it returns everything resumes by itself and nothing acknowledged is lost")
+def database_outage(binary):
+    a, b = pair(binary)
+    directory = os.environ["PUSHRELAY_TEST_POSTGRES"]
+    acknowledged, refused = set(), []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def poster(worker):
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                status, body = post(a if n % 2 else b, f"o{worker}-{n}", ["frank"], timeout=5)
+            except (OSError, urllib.error.URLError):
+                continue
+            with lock:
+                if status == 202:
+                    acknowledged.add(f"o{worker}-{n}")
+                else:
+                    refused.append((status, body.get("error", {}).get("code") if body else None))
+            time.sleep(0.01)
+
+    try:
+        async def run():
+            async with websockets.connect(ws_url(a, "frank", after=0)) as ws:
+                await synced(ws)
+                threads = [threading.Thread(target=poster, args=(w,)) for w in range(3)]
+                for thread in threads:
+                    thread.start()
+                time.sleep(0.5)
+                subprocess.run([PG_SH, "pause", directory], check=True)
+                time.sleep(1.0)
+                assert a.http("GET", "/readyz")[0] == 503
+                with lock:
+                    during = len(refused)
+                subprocess.run([PG_SH, "resume", directory], check=True)
+                assert wait_for(lambda: a.http("GET", "/readyz")[0] == 200 and b.http("GET", "/readyz")[0] == 200, 15)
+                with lock:
+                    before = len(acknowledged)
+                assert wait_for(lambda: len(acknowledged) > before + 20, 15), "writes did not resume"
+                stop.set()
+                for thread in threads:
+                    thread.join()
+                # The socket on A stayed open and gets everything (its own node's and B's).
+                _, ids = seqs_of(a, "frank")
+                got = await frames_until(ws, len(ids), 15)
+                assert [f["id"] for f in got] == ids, (len(got), len(ids))
+                return during
+
+        during = asyncio.run(run())
+        assert during > 0 and all(status == 503 and code == "store_unavailable" for status, code in refused), refused[:5]
+        seqs, ids = seqs_of(b, "frank")
+        assert seqs == list(range(1, len(seqs) + 1)), "gap in seqs"
+        missing = acknowledged - set(ids)
+        assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
+        return f"{len(refused)} writes refused with 503 during the outage, {len(acknowledged)} acknowledged, all stored"
+    finally:
+        a.stop()
+        b.stop()
+
+
+if __name__ == "__main__":
+    if not os.environ.get("PUSHRELAY_TEST_POSTGRES"):
+        sys.exit("cluster_peer.py needs PUSHRELAY_TEST_POSTGRES (run it through Tests/Postgres/pg.sh run)")
+    binary = sys.argv[1]
+    sys.exit(run_checks(CHECKS, lambda fn: fn(binary)))
