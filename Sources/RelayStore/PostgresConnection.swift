@@ -191,7 +191,7 @@ package final class PostgresConnection: SQLConnection {
         notes.removeAll(keepingCapacity: true)
         do {
             try execute("BEGIN")
-        } catch where isBroken {
+        } catch  where isBroken {
             // Lost while idle (the server restarted): nothing was started, so once more afresh.
             try reconnect()
             try execute("BEGIN")
