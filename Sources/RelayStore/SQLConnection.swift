@@ -30,6 +30,9 @@ package protocol SQLConnection: AnyObject {
     /// taken since `beginWrite`).
     func commitWrite(maintenanceOnly: Bool) throws
     func rollbackWrite()
+    /// Whether a savepoint per write costs next to nothing (SQLite), or enough that batches run
+    /// without them first (PostgreSQL: a subtransaction and two round trips each).
+    var savepointsAreCheap: Bool { get }
     /// Marks the start of one write inside the transaction.
     func savepoint() throws
     func releaseSavepoint() throws

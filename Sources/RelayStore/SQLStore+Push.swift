@@ -207,7 +207,7 @@ extension SQLStore {
         _ batch: PushBatch, result: PushResult, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writer.submit(
+        writer(for: batch.userId).submit(
             { db in
                 let time = Int64(now.milliseconds)
                 for id in batch.jobIds {
@@ -268,7 +268,7 @@ extension SQLStore {
     }
 
     package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {
-        writer.submit(
+        writer(for: userId).submit(
             { db in
                 try db.run(
                     """
@@ -395,7 +395,7 @@ extension SQLStore {
         userId: String, deviceId: String, badge: Int64, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writer.submit(
+        writer(for: userId).submit(
             { db in
                 var ackSeq: Int64 = 0
                 try db.query("SELECT ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) { ackSeq = $0.int64(0) }
@@ -430,7 +430,7 @@ extension SQLStore {
         id: Int64, now: Timestamp, expiresAt: Timestamp,
         completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void
     ) {
-        writer.submit(
+        writers[0].submit(
             { db in
                 var record: DeliveryRecord?
                 try db.query("SELECT \(Self.deliveryColumns) WHERE id = ?", [.int(id)]) {
@@ -465,7 +465,7 @@ package struct EventJob: Sendable {
 extension SQLStore {
     /// Queues an event (durably: it survives restarts), due at once.
     package func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp) {
-        writer.submit(
+        writers[0].submit(
             { db in
                 try db.run(
                     """
@@ -506,7 +506,7 @@ extension SQLStore {
         _ job: EventJob, result: PushResult, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writer.submit(
+        writers[0].submit(
             { db in
                 switch result {
                 case .delivered:

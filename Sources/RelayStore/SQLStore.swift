@@ -6,7 +6,9 @@ import RelayLocks
 /// database): the same statements on either (see `SQLConnection`), one writer thread per node
 /// with group commit, a pool of readers.
 package final class SQLStore: RelayStore {
-    let writer: StoreWriter
+    /// One writer on SQLite; several on PostgreSQL, where a transaction's time is mostly round
+    /// trips to the server (a user's writes always go to the same one: `writer(for:)`).
+    let writers: [StoreWriter]
     private let readers: ReaderPool
     /// The epoch a user's inbox gets when it is created; derived, so that a read of an inbox
     /// that does not exist yet already names the epoch it will have.
@@ -37,16 +39,19 @@ package final class SQLStore: RelayStore {
             return
         }
         let nodeId = Self.randomHex(bytes: 8)
-        let writerConnection: PostgresConnection
+        var writers: [StoreWriter] = []
         do {
-            writerConnection = try PostgresConnection(uri: database)
-            try PostgresMigrations.apply(to: writerConnection)
+            for index in 0..<Self.postgresWriters {
+                let connection = try PostgresConnection(uri: database)
+                if index == 0 { try PostgresMigrations.apply(to: connection) }
+                connection.nodeId = nodeId
+                writers.append(StoreWriter(connection: connection, onBatch: onBatch, lockKeys: Self.lockInboxes))
+            }
         } catch {
             throw .from(error)
         }
-        writerConnection.nodeId = nodeId
         self.init(
-            writer: StoreWriter(connection: writerConnection, onBatch: onBatch),
+            writers: writers,
             readers: ReaderPool { try PostgresConnection(uri: database) },
             cluster: PostgresCluster(uri: database, nodeId: nodeId), epochFor: epochFor, onFailure: onFailure)
     }
@@ -71,7 +76,7 @@ package final class SQLStore: RelayStore {
             throw .from(error)
         }
         self.init(
-            writer: StoreWriter(connection: connection, onBatch: onBatch),
+            writers: [StoreWriter(connection: connection, onBatch: onBatch)],
             readers: ReaderPool {
                 let reader = try SQLiteConnection(path: path, readOnly: true)
                 try reader.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
@@ -80,17 +85,35 @@ package final class SQLStore: RelayStore {
     }
 
     private init(
-        writer: StoreWriter, readers: ReaderPool, cluster: PostgresCluster?,
+        writers: [StoreWriter], readers: ReaderPool, cluster: PostgresCluster?,
         epochFor: @escaping @Sendable (String) -> String,
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void
     ) {
-        self.writer = writer
+        self.writers = writers
         self.readers = readers
         self.cluster = cluster
         self.epochFor = epochFor
         self.onFailure = onFailure
-        writer.start()
+        for writer in writers { writer.start() }
         cluster?.start()
+    }
+
+    /// PostgreSQL writer connections per node.
+    static let postgresWriters = 4
+
+    /// The writer of `userId`'s writes (so that they commit, and complete, in the order made).
+    func writer(for userId: String?) -> StoreWriter {
+        guard writers.count > 1, let userId else { return writers[0] }
+        var hash: UInt32 = 2_166_136_261  // FNV-1a
+        for byte in userId.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return writers[Int(hash % UInt32(writers.count))]
+    }
+
+    /// Locks the inbox rows of `users` (sorted) for the transaction: see `StoreWriter.lockKeys`.
+    /// (User ids are `[A-Za-z0-9._:@+=-]`: nothing in them needs escaping in an array literal.)
+    @Sendable static func lockInboxes(_ users: [String], _ db: any SQLConnection) throws {
+        let array = "{" + users.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}"
+        try db.run("SELECT 1 FROM inboxes WHERE user_id = ANY(?::text[]) ORDER BY user_id FOR UPDATE", [.text(array)])
     }
 
     package func observeCluster(_ observer: ClusterObserver) { cluster?.observe(observer) }
@@ -123,7 +146,7 @@ package final class SQLStore: RelayStore {
 
     package func close() {
         cluster?.stop()
-        writer.stop()
+        for writer in writers { writer.stop() }
         readers.closeAll()
     }
 
@@ -132,7 +155,9 @@ package final class SQLStore: RelayStore {
     package func accept(_ new: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     {
         let epochFor = self.epochFor
-        writer.submit(leadIfIdle: true, { db in try Self.accept(new, db, epochFor: epochFor) }, completion: completion)
+        writer(for: new.message.recipients.first).submit(
+            leadIfIdle: true, locking: new.message.recipients, { db in try Self.accept(new, db, epochFor: epochFor) },
+            completion: completion)
     }
 
     package func acceptBatch(
@@ -142,7 +167,8 @@ package final class SQLStore: RelayStore {
         // One write: every item commits with the others (or, if the transaction fails, none does).
         // It never leads: a 1,000-row transaction on an HTTP thread would stall that thread's other
         // connections for milliseconds (A/B at -c16: 162-165 batches/s either way).
-        writer.submit(
+        writers[0].submit(
+            locking: messages.flatMap(\.message.recipients),
             { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } }, completion: completion)
     }
 
@@ -342,7 +368,8 @@ package final class SQLStore: RelayStore {
     }
 
     package func markFetched(userId: String, seq: Int64) {
-        writer.submit(
+        writer(for: userId).submit(
+            locking: [userId],
             { db in
                 try db.run(
                     "UPDATE inboxes SET fetched_seq = ? WHERE user_id = ? AND fetched_seq < ?",
@@ -354,7 +381,8 @@ package final class SQLStore: RelayStore {
         userId: String, seq: Int64, epoch: String?, now: Timestamp,
         completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void
     ) {
-        writer.submit(
+        writer(for: userId).submit(
+            locking: [userId],
             { db in
                 let head = try self.head(userId, db)
                 if let epoch, epoch != head.epoch { return AckOutcome.epochMismatch(current: head.epoch) }
@@ -372,7 +400,7 @@ package final class SQLStore: RelayStore {
     package func putDevice(
         _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void
     ) {
-        writer.submit(
+        writer(for: device.userId).submit(
             { db in
                 var createdAt: Int64?
                 try db.query(
@@ -416,7 +444,7 @@ package final class SQLStore: RelayStore {
         userId: String, deviceId: String, at time: Timestamp,
         completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
-        writer.submit(
+        writer(for: userId).submit(
             { db in
                 try db.run("DELETE FROM devices WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
                 let existed = db.changes > 0
@@ -489,7 +517,7 @@ package final class SQLStore: RelayStore {
         userId: String, deviceId: String, at time: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writer.submit(
+        writer(for: userId).submit(
             { db in
                 try db.run(
                     """
@@ -515,7 +543,7 @@ package final class SQLStore: RelayStore {
     package func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String {
         let candidate = generate()
         let result = waitFor { (completion: @escaping @Sendable (Result<String, StoreError>) -> Void) in
-            writer.submit(
+            writers[0].submit(
                 { db in
                     // The first node to store it wins; every other one reads that.
                     try db.run(
@@ -536,7 +564,7 @@ package final class SQLStore: RelayStore {
         // On a cluster, the node that delivers also prunes (one pass at a time, no lock fights).
         guard delivers else { return completion(.success(PruneResult(removed: 0, nextDue: nil))) }
         let cutoff = now.milliseconds - retentionSeconds * 1000
-        writer.submit(
+        writers[0].submit(
             maintenance: true,
             { db in
                 try db.execute(
@@ -590,7 +618,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func checkWritable(completion: @escaping @Sendable (Bool) -> Void) {
-        writer.submit(
+        writers[0].submit(
             { db in
                 try db.run(
                     """

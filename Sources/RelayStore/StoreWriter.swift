@@ -24,6 +24,8 @@ package final class StoreWriter: @unchecked Sendable {
         let fail: @Sendable (StoreError) -> Void
         /// Housekeeping (see `CommittedBatch.maintenanceOnly`).
         let maintenance: Bool
+        /// Keys (user ids) whose rows this write locks (see `lockKeys`).
+        let keys: [String]
     }
 
     private typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
@@ -32,6 +34,10 @@ package final class StoreWriter: @unchecked Sendable {
     private enum Admission { case closed, queued, leading }
 
     private let connection: any SQLConnection
+    /// Locks the rows of the given keys, in the order given, at the start of each transaction
+    /// (PostgreSQL): every writer of every node then takes them in one order — sorted —, and two
+    /// batches never wait for each other in a circle. Nil where one writer is all there is.
+    private let lockKeys: (@Sendable ([String], any SQLConnection) throws -> Void)?
     private struct State {
         var queue: [Operation] = []
         /// A transaction is running (on the writer thread, or on a caller leading its own write).
@@ -56,8 +62,12 @@ package final class StoreWriter: @unchecked Sendable {
     /// Attempts of one batch that lost a race with another node's transaction (PostgreSQL).
     static let maxAttempts = 5
 
-    init(connection: any SQLConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void) {
+    init(
+        connection: any SQLConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void,
+        lockKeys: (@Sendable ([String], any SQLConnection) throws -> Void)? = nil
+    ) {
         self.connection = connection
+        self.lockKeys = lockKeys
         self.onBatch = onBatch
         completions.setSpecific(key: Self.inCompletion, value: true)
     }
@@ -79,7 +89,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// might need (the HTTP handlers: a completion runs live delivery); a write submitted by a
     /// completion (the Matrix gateway stores an event's messages one after the other) is queued.
     func submit<T: Sendable>(
-        maintenance: Bool = false, leadIfIdle: Bool = false,
+        maintenance: Bool = false, leadIfIdle: Bool = false, locking keys: [String] = [],
         _ work: @escaping @Sendable (any SQLConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
@@ -88,7 +98,7 @@ package final class StoreWriter: @unchecked Sendable {
                 let value = try work(connection)
                 return { outcome in completion(outcome.map { value }) }
             },
-            fail: { completion(.failure($0)) }, maintenance: maintenance)
+            fail: { completion(.failure($0)) }, maintenance: maintenance, keys: keys)
         let mayLead = leadIfIdle && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
         let admission = state.withLock { state -> Admission in
             guard !state.stopping else { return .closed }
@@ -151,12 +161,19 @@ package final class StoreWriter: @unchecked Sendable {
     /// Runs one transaction; returns what completes its writes (in order, after earlier ones).
     /// A batch that lost a race with another node's transaction (deadlock, serialization failure)
     /// is run again whole: nothing of it was committed, and nobody was answered yet.
+    ///
+    /// Each write runs in its own savepoint, so that one failing write fails alone — except on a
+    /// connection where savepoints are dear (`SQLConnection.savepointsAreCheap`): there the batch
+    /// first runs without them, and only if a write fails, again with them.
     private func commit(_ batch: [Operation]) -> @Sendable () -> Void {
         var attempts = 1
+        var guarded = connection.savepointsAreCheap
         while true {
-            switch attempt(batch) {
+            switch attempt(batch, guarded: guarded) {
             case .finished(let completions):
                 return completions
+            case .writeFailed:
+                guarded = true
             case .lostRace(let error):
                 attempts += 1
                 guard attempts <= Self.maxAttempts else {
@@ -169,12 +186,22 @@ package final class StoreWriter: @unchecked Sendable {
     private enum Attempt {
         case finished(@Sendable () -> Void)
         case lostRace(StoreError)
+        /// A write failed in a batch run without savepoints (rolled back whole).
+        case writeFailed
     }
 
-    private func attempt(_ batch: [Operation]) -> Attempt {
+    private func attempt(_ batch: [Operation], guarded: Bool) -> Attempt {
         do {
             try connection.beginWrite()
+            if let lockKeys {
+                let keys = Set(batch.flatMap(\.keys)).sorted()
+                if !keys.isEmpty { try lockKeys(keys, connection) }
+            }
+        } catch let error as PostgresError where error.retriesTransaction {
+            connection.rollbackWrite()
+            return .lostRace(StoreError.from(error))
         } catch {
+            connection.rollbackWrite()
             let failure = StoreError.from(error)
             return .finished { for operation in batch { operation.fail(failure) } }
         }
@@ -186,10 +213,13 @@ package final class StoreWriter: @unchecked Sendable {
             while true {
                 tries += 1
                 do {
-                    try connection.savepoint()
+                    if guarded { try connection.savepoint() }
                     let completion = try operation.run(connection)
-                    try connection.releaseSavepoint()
+                    if guarded { try connection.releaseSavepoint() }
                     succeeded.append(completion)
+                } catch  where !guarded && !connection.isBroken {
+                    connection.rollbackWrite()
+                    return .writeFailed
                 } catch let error as PostgresError where error.retriesTransaction {
                     connection.rollbackWrite()
                     return .lostRace(StoreError.from(error))

@@ -32,7 +32,8 @@ start)
   mkdir -p "$dir"
   chmod 0755 "$dir"
   chown postgres "$dir" 2>/dev/null || true
-  as_postgres "$bin/initdb" -D "$dir/data" -A trust -U postgres --locale=C.UTF-8 -E UTF8 >"$dir/initdb.log" 2>&1
+  as_postgres "$bin/initdb" -D "$dir/data" -A trust -U postgres --locale=C.UTF-8 -E UTF8 >"$dir/initdb.log" 2>&1 ||
+    { cat "$dir/initdb.log" >&2; exit 1; }
   serve
   echo "postgresql:///postgres?host=$dir&port=$port&user=postgres"
   ;;
