@@ -128,6 +128,7 @@ package enum ConfigLoader {
         integer("ackTimeoutMs", \.ackTimeoutMs, 100...86_400_000),
         integer("pingIntervalMs", \.pingIntervalMs, 100...3_600_000),
         integer("retentionS", \.retentionS, 1...31_536_000),
+        integer("nodeLeaseMs", \.nodeLeaseMs, 1000...3_600_000),
         integer("pushTimeoutMs", \.pushTimeoutMs, 100...600_000),
         integer("pushRetryBaseMs", \.pushRetryBaseMs, 1...3_600_000),
         integer("pushRetryCapMs", \.pushRetryCapMs, 1...86_400_000),

@@ -20,11 +20,24 @@ final class LiveHub: Sendable {
     }
 
     private struct State {
+        /// This node's sessions by user and device.
         var devices: [String: [String: DeviceEntry]] = [:]
         var sessions: [UInt64: LiveSession] = [:]
+        /// The devices other nodes hold online (a cluster on PostgreSQL; always empty on SQLite).
+        var cluster: ClusterPresence
         var debouncer: PresenceDebouncer
+        /// Until when the other nodes count this node's devices (renewed while it holds any).
+        var leaseUntil = Timestamp(milliseconds: 0)
 
-        func userOnline(_ userId: String) -> Bool { devices[userId]?.values.contains { $0.online } ?? false }
+        func deviceOnline(_ userId: String, _ deviceId: String) -> Bool {
+            devices[userId]?[deviceId]?.online ?? false
+        }
+
+        func userOnline(_ userId: String) -> Bool {
+            devices[userId]?.values.contains { $0.online } ?? false || !cluster.devices(of: userId).isEmpty
+        }
+
+        var holdsOnlineDevices: Bool { devices.values.contains { $0.values.contains { $0.online } } }
     }
 
     private let state: LockedValue<State>
@@ -36,45 +49,72 @@ final class LiveHub: Sendable {
     /// open or reports are pending (the app starts it; an idle relay does not wake for it).
     let ticks = DemandTimer()
     static let tickIntervalMs: Int64 = 250
+    /// Ends the devices of a node whose lease ran out; armed while other nodes hold devices.
+    let leases = DemandTimer()
+    /// How long the other nodes count this node's devices without news (`nodeLeaseMs`).
+    let leaseMs: Int64
 
     /// Presence changes are reported the push delay after they happen, and not at all when they
     /// flip back sooner.
     init(
-        store: any RelayStore, logger: Logger, events: any RelayEventSink, delivery: DeliveryPolicy,
+        store: any RelayStore, logger: Logger, events: any RelayEventSink, delivery: DeliveryPolicy, leaseMs: Int64,
         now: @escaping @Sendable () -> Timestamp
     ) {
         self.store = store
         self.logger = logger
         self.events = events
         self.now = now
-        state = LockedValue(State(debouncer: PresenceDebouncer(delayMilliseconds: delivery.pushDelayMs)))
+        self.leaseMs = leaseMs
+        state = LockedValue(
+            State(
+                cluster: ClusterPresence(leaseMilliseconds: leaseMs),
+                debouncer: PresenceDebouncer(delayMilliseconds: delivery.pushDelayMs)))
     }
 
-    /// Reports the presence changes whose debounce delay has passed; called by a timer.
+    /// Reports the presence changes whose debounce delay has passed, and renews this node's
+    /// lease when due; called by a timer. On a cluster, the delivering node reports for all
+    /// (every node sees every change; one reports it).
     func reportDuePresence() {
         let time = now()
-        let changes = state.withLock { $0.debouncer.due(at: time) }
+        let (changes, renew) = state.withLock { state -> ([PresenceDebouncer.Change], Bool) in
+            let renew = state.holdsOnlineDevices && state.leaseUntil.milliseconds - time.milliseconds < leaseMs * 2 / 3
+            if renew { state.leaseUntil = Timestamp(milliseconds: time.milliseconds + leaseMs) }
+            return (state.debouncer.due(at: time), renew)
+        }
+        if renew { store.renewLease(until: Timestamp(milliseconds: time.milliseconds + leaseMs)) }
+        guard store.delivers else { return }
         for change in changes { events.emit(.presenceChanged(change)) }
     }
 
     /// Whether the next tick has work: open sockets (token expiries) or unreported presence.
     var needsTicks: Bool { state.withLock { !$0.sessions.isEmpty || $0.debouncer.hasPending } }
 
-    /// Runs `body` on the state and feeds the user's resulting online state to the debouncer.
-    private func updating<T>(_ userId: String, _ body: (inout State) -> T) -> T {
+    /// Runs `body` on the state of one device's sessions, feeds the user's resulting online state
+    /// to the debouncer, and tells the store (the other nodes) and `lastOnline` when the device
+    /// went online or offline here.
+    private func updating(_ userId: String, _ deviceId: String, _ body: (inout State) -> Void) {
         let time = now()
         defer { ticks.arm(afterMilliseconds: Self.tickIntervalMs) }
-        return state.withLock { state in
-            let result = body(&state)
+        let (was, isOnline, renew) = state.withLock { state -> (Bool, Bool, Bool) in
+            let was = state.deviceOnline(userId, deviceId)
+            body(&state)
             state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
-            return result
+            let isOnline = state.deviceOnline(userId, deviceId)
+            // A first device online: the lease goes out with it.
+            let renew = isOnline && state.leaseUntil.milliseconds - time.milliseconds < leaseMs * 2 / 3
+            if renew { state.leaseUntil = Timestamp(milliseconds: time.milliseconds + leaseMs) }
+            return (was, isOnline, renew)
         }
+        if renew { store.renewLease(until: Timestamp(milliseconds: time.milliseconds + leaseMs)) }
+        guard was != isOnline else { return }
+        store.announcePresence(userId: userId, deviceId: deviceId, online: isOnline)
+        if was { recordOffline(userId, deviceId) }
     }
 
     // MARK: Sessions
 
     func register(_ session: LiveSession) {
-        updating(session.userId) { state in
+        updating(session.userId, session.deviceId) { state in
             state.sessions[session.handle.id] = session
             state.devices[session.userId, default: [:]][session.deviceId, default: DeviceEntry()].sessions[
                 session.handle.id] =
@@ -86,32 +126,24 @@ final class LiveHub: Sendable {
 
     /// The socket closed: forget the session; the device goes offline when it was its last one.
     func unregister(_ id: UInt64) {
-        guard let userId = state.withLock({ $0.sessions[id]?.userId }) else { return }
-        let wentOffline: LiveSession? = updating(userId) { state in
-            guard let session = state.sessions.removeValue(forKey: id) else { return nil }
-            let wasOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
+        guard let session = state.withLock({ $0.sessions[id] }) else { return }
+        updating(session.userId, session.deviceId) { state in
+            guard state.sessions.removeValue(forKey: id) != nil else { return }
             state.devices[session.userId]?[session.deviceId]?.sessions[id] = nil
             if state.devices[session.userId]?[session.deviceId]?.sessions.isEmpty == true {
                 state.devices[session.userId]?[session.deviceId] = nil
             }
             if state.devices[session.userId]?.isEmpty == true { state.devices[session.userId] = nil }
-            let isOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
-            return wasOnline && !isOnline ? session : nil
         }
-        if let session = wentOffline { recordOffline(session.userId, session.deviceId) }
     }
 
     /// A `background` / `foreground` frame (or REST call) for one connection.
     func setBackground(_ id: UInt64, _ background: Bool) {
-        guard let userId = state.withLock({ $0.sessions[id]?.userId }) else { return }
-        let wentOffline: LiveSession? = updating(userId) { state in
-            guard let session = state.sessions[id] else { return nil }
-            let wasOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
+        guard let session = state.withLock({ $0.sessions[id] }) else { return }
+        updating(session.userId, session.deviceId) { state in
+            guard state.sessions[id] != nil else { return }
             state.devices[session.userId]?[session.deviceId]?.sessions[id] = background
-            let isOnline = state.devices[session.userId]?[session.deviceId]?.online ?? false
-            return wasOnline && !isOnline ? session : nil
         }
-        if let session = wentOffline { recordOffline(session.userId, session.deviceId) }
     }
 
     /// The REST presence report: applies to every open socket of that device.
@@ -136,9 +168,69 @@ final class LiveHub: Sendable {
 
     // MARK: Presence
 
-    /// Online devices of a user.
+    /// Online devices of a user, on this node or another.
     func onlineDevices(_ userId: String) -> Set<String> {
-        state.withLock { state in Set(state.devices[userId]?.filter { $0.value.online }.keys.map { $0 } ?? []) }
+        state.withLock { state in
+            Set(state.devices[userId]?.filter { $0.value.online }.keys.map { $0 } ?? [])
+                .union(state.cluster.devices(of: userId))
+        }
+    }
+
+    // MARK: Cluster presence
+
+    /// A device went online or offline on another node.
+    func presenceElsewhere(node: String, userId: String, deviceId: String, online: Bool) {
+        let time = now()
+        state.withLock { state in
+            state.cluster.set(node: node, userId: userId, deviceId: deviceId, online: online, now: time)
+            state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
+        }
+        ticks.arm(afterMilliseconds: Self.tickIntervalMs)
+        armLeases()
+    }
+
+    /// Another node renewed its lease.
+    func leaseElsewhere(node: String, until: Timestamp) {
+        state.withLock { $0.cluster.renew(node: node, until: until) }
+    }
+
+    /// Reads the other nodes' devices afresh (at start, and when notifications may have been missed).
+    func loadClusterPresence() {
+        guard let entries = try? store.clusterPresence() else { return }
+        let time = now()
+        state.withLock { state in
+            let users = state.cluster.replace(
+                with: entries.map { ($0.nodeId, $0.userId, $0.deviceId, $0.leaseUntil) })
+            for userId in users {
+                state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
+            }
+        }
+        ticks.arm(afterMilliseconds: Self.tickIntervalMs)
+        armLeases()
+    }
+
+    /// Takes offline the devices of nodes whose lease ended; the delivering node also forgets
+    /// those nodes in the store. Called by the `leases` timer.
+    func expireLeases() {
+        let time = now()
+        let ended = state.withLock { state -> [String] in
+            let (nodes, users) = state.cluster.expire(now: time)
+            for userId in users {
+                state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
+            }
+            return nodes
+        }
+        if !ended.isEmpty {
+            logger.warning("node lease ended: its devices are offline", ("nodes", ended.joined(separator: ",")))
+            ticks.arm(afterMilliseconds: Self.tickIntervalMs)
+            if store.delivers { for node in ended { store.forgetNode(node) } }
+        }
+        armLeases()
+    }
+
+    private func armLeases() {
+        guard let next = state.withLock({ $0.cluster.nextExpiry }) else { return }
+        leases.arm(afterMilliseconds: max(0, next.milliseconds - now().milliseconds) + 1)
     }
 
     // MARK: Fan-out
@@ -209,9 +301,15 @@ final class LiveHub: Sendable {
 
     /// How many users are online, and the first `limit` of them by id.
     func onlineUsers(limit: Int) -> (total: Int, first: [String]) {
-        let users = state.withLock { state in state.devices.keys.filter { state.userOnline($0) } }
+        let users = state.withLock { state in
+            Set(state.devices.keys.filter { state.userOnline($0) }).union(state.cluster.users)
+        }
         return (users.count, Array(users.sorted().prefix(limit)))
     }
 
-    var onlineUserCount: Int { state.withLock { state in state.devices.keys.filter { state.userOnline($0) }.count } }
+    var onlineUserCount: Int {
+        state.withLock { state in
+            Set(state.devices.keys.filter { state.userOnline($0) }).union(state.cluster.users).count
+        }
+    }
 }

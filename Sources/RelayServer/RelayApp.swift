@@ -60,7 +60,9 @@ package final class RelayApp: @unchecked Sendable {
         loopConfig.maxFramesPerSecond = config.wsFramesPerS
         webSockets = try WebSocketLoop(configuration: loopConfig)
         let events = EventOutbox(store: store, metrics: metrics, logger: logger, deliver: config.eventsUrl != nil)
-        let hub = LiveHub(store: store, logger: logger, events: events, delivery: config.deliveryPolicy, now: clock)
+        let hub = LiveHub(
+            store: store, logger: logger, events: events, delivery: config.deliveryPolicy, leaseMs: config.nodeLeaseMs,
+            now: clock)
         let webhookKey = secrets.webhookSecret.key
         notifier = try PushNotifier(
             store: store,
@@ -77,7 +79,15 @@ package final class RelayApp: @unchecked Sendable {
         store.observeCluster(
             ClusterObserver(
                 committed: { [weak hub] userId, seq in hub?.committedElsewhere(userId: userId, seq: seq) },
-                changed: { commits.fire() }, resync: { [weak hub] in hub?.resync() }))
+                presence: { [weak hub] node, userId, deviceId, online in
+                    hub?.presenceElsewhere(node: node, userId: userId, deviceId: deviceId, online: online)
+                },
+                lease: { [weak hub] node, until in hub?.leaseElsewhere(node: node, until: until) },
+                changed: { commits.fire() },
+                resync: { [weak hub] in
+                    hub?.loadClusterPresence()
+                    hub?.resync()
+                }))
         let prune = self.prune
         let pruneIntervalMs = config.pruneIntervalS * 1000
         commits.listen { prune.arm(afterMilliseconds: pruneIntervalMs) }
@@ -206,6 +216,8 @@ package final class RelayApp: @unchecked Sendable {
         let trim = self.trim
         trim.start { _ = pr_malloc_trim() }
         let hub = gateway.hub
+        hub.leases.start { hub.expireLeases() }
+        hub.loadClusterPresence()
         hub.ticks.start {
             hub.reportDuePresence()
             hub.closeExpiredSessions(now: hub.now())
@@ -218,6 +230,7 @@ package final class RelayApp: @unchecked Sendable {
         prune.stop()
         trim.stop()
         gateway.hub.ticks.stop()
+        gateway.hub.leases.stop()
     }
 
     /// Graceful shutdown: the services in reverse order — readiness fails and the HTTP server

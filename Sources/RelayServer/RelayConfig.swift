@@ -24,6 +24,9 @@ package struct RelayConfig: Sendable, Equatable {
     package var pushCaFile: String?
     /// The chat server's event webhook; nil for none.
     package var eventsUrl: PushURL?
+    /// On a cluster (PostgreSQL): how long a node that stopped renewing its lease still counts;
+    /// after it, the devices it held are offline everywhere.
+    package var nodeLeaseMs: Int64 = 15_000
     /// An offline device's push falls due this long after the first message of its window (and
     /// covers the window); also the presence debounce.
     package var pushDelayMs: Int64 = 3000

@@ -1,12 +1,17 @@
 internal import CPostgres
 import Foundation
 import Glibc
+package import RelayCore
 import RelayLocks
 
 /// What a node hears from the others of its cluster (`RelayStore.observeCluster`).
 package struct ClusterObserver: Sendable {
     /// Another node committed `seq` to `userId`'s inbox.
     package var committed: @Sendable (_ userId: String, _ seq: Int64) -> Void
+    /// A device went online or offline on another node.
+    package var presence: @Sendable (_ nodeId: String, _ userId: String, _ deviceId: String, _ online: Bool) -> Void
+    /// Another node's devices count as online until then.
+    package var lease: @Sendable (_ nodeId: String, _ until: Timestamp) -> Void
     /// Another node wrote something (push or event jobs may be due), or this node became the one
     /// that delivers.
     package var changed: @Sendable () -> Void
@@ -16,9 +21,13 @@ package struct ClusterObserver: Sendable {
 
     package init(
         committed: @escaping @Sendable (_ userId: String, _ seq: Int64) -> Void,
+        presence: @escaping @Sendable (_ nodeId: String, _ userId: String, _ deviceId: String, _ online: Bool) -> Void,
+        lease: @escaping @Sendable (_ nodeId: String, _ until: Timestamp) -> Void,
         changed: @escaping @Sendable () -> Void, resync: @escaping @Sendable () -> Void
     ) {
         self.committed = committed
+        self.presence = presence
+        self.lease = lease
         self.changed = changed
         self.resync = resync
     }
@@ -27,7 +36,8 @@ package struct ClusterObserver: Sendable {
 /// A node's two standing connections to the others, through PostgreSQL:
 ///
 /// - **Commits.** Every write transaction ends with `pg_notify('pushrelay', payload)`: the
-///   writing node's id, then one `user seq` line per message entry it committed. Each node
+///   writing node's id, then one line per `ClusterNote` (message entries committed, devices gone
+///   online or offline, the node's lease renewed). Each node
 ///   `LISTEN`s on its own connection and hands the others' lines to the sessions it holds. When
 ///   that connection is lost, notifications may have been missed: once it is back, every
 ///   session reads its inbox again (the gap-fill by seq makes that exact).
@@ -115,11 +125,14 @@ package final class PostgresCluster: Sendable {
     private func receive(_ payload: String) {
         var lines = payload.split(separator: "\n", omittingEmptySubsequences: false)[...]
         guard let sender = lines.popFirst(), sender != nodeId, let observer = observer.withLock({ $0 }) else { return }
+        let node = String(sender)
         for line in lines {
-            guard let space = line.firstIndex(of: " "), let seq = Int64(line[line.index(after: space)...]) else {
-                continue
+            switch ClusterNote(line: line) {
+            case .committed(let userId, let seq): observer.committed(userId, seq)
+            case .presence(let userId, let deviceId, let online): observer.presence(node, userId, deviceId, online)
+            case .lease(let until): observer.lease(node, until)
+            case nil: continue
             }
-            observer.committed(String(line[..<space]), seq)
         }
         observer.changed()
     }

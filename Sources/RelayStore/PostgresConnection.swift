@@ -13,7 +13,7 @@ package final class PostgresConnection: SQLConnection {
     package private(set) var changes = 0
     package let savepointsAreCheap = false
     package let greatest = "greatest"
-    /// Sent to the other nodes at commit (`noteCommitted`); see `PostgresCluster` for the format.
+    /// Sent to the other nodes at commit (`note`); see `PostgresCluster` for the format.
     private var notes: [String] = []
     private var notesAtSavepoint = 0
     /// Who this node is in those notes (the listener skips its own).
@@ -225,7 +225,7 @@ package final class PostgresConnection: SQLConnection {
         _ = try? run("RELEASE SAVEPOINT op")
     }
 
-    package func noteCommitted(userId: String, seq: Int64) { notes.append("\(userId) \(seq)") }
+    package func note(_ note: ClusterNote) { notes.append(note.line) }
 
     /// One `pg_notify` per 7,000 bytes of notes (PostgreSQL takes 8,000 per payload); with no
     /// notes, one that only says this node wrote (the others may have jobs due).

@@ -106,7 +106,21 @@ enum PostgresMigrations {
             revoked_at BIGINT NOT NULL,
             PRIMARY KEY(user_id, device_id)
         );
+        """,
+        // 2: cluster presence. Each node records the devices it holds online, and a lease it
+        // renews while it holds any; the others count those devices online until the lease ends.
         """
+        CREATE TABLE nodes(
+            node_id TEXT PRIMARY KEY,
+            lease_until BIGINT NOT NULL
+        );
+        CREATE TABLE online_devices(
+            node_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            PRIMARY KEY(node_id, user_id, device_id)
+        );
+        """,
     ]
 
     /// The advisory lock nodes starting at once take around their migrations ("pushmigr").

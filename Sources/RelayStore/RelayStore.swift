@@ -94,8 +94,22 @@ package protocol RelayStore: Sendable {
         completion: @escaping @Sendable (Result<PruneResult, StoreError>) -> Void)
     /// Whether a trivial write goes through now (readiness).
     func checkWritable(completion: @escaping @Sendable (Bool) -> Void)
-    /// Tells `observer` what the other nodes of a cluster commit (nothing ever, on SQLite).
+    // MARK: Cluster (PostgreSQL; on SQLite there is one node and these do nothing)
+
+    /// Tells `observer` what the other nodes of a cluster commit.
     func observeCluster(_ observer: ClusterObserver)
+    /// Whether this node delivers pushes and events (and reports presence changes): on a cluster,
+    /// one node at a time.
+    var delivers: Bool { get }
+    /// A device went online or offline on this node; the other nodes count it while this node's
+    /// lease lasts.
+    func announcePresence(userId: String, deviceId: String, online: Bool)
+    /// This node's devices count as online until `until` (renewed while it holds any).
+    func renewLease(until: Timestamp)
+    /// The devices other nodes hold online, with the end of their lease.
+    func clusterPresence() throws(StoreError) -> [RemotePresence]
+    /// Forgets a node whose lease ended: its devices are offline everywhere.
+    func forgetNode(_ nodeId: String)
     /// Finishes queued writes and closes the database.
     func close()
 }

@@ -38,9 +38,9 @@ package protocol SQLConnection: AnyObject {
     func releaseSavepoint() throws
     /// Undoes the write since `savepoint` (its notes too).
     func rollbackToSavepoint()
-    /// Notes that `seq` was committed for `userId` in this transaction; the other nodes of a
-    /// cluster hear of it once the transaction commits (nothing to do on SQLite: there is one node).
-    func noteCommitted(userId: String, seq: Int64)
+    /// Something the other nodes of a cluster hear of once this transaction commits (nothing to
+    /// do on SQLite: there is one node).
+    func note(_ note: ClusterNote)
 }
 
 extension SQLConnection {

@@ -116,11 +116,9 @@ package final class SQLStore: RelayStore {
         try db.run("SELECT 1 FROM inboxes WHERE user_id = ANY(?::text[]) ORDER BY user_id FOR UPDATE", [.text(array)])
     }
 
-    package func observeCluster(_ observer: ClusterObserver) { cluster?.observe(observer) }
-
     /// Whether this node delivers pushes and events and prunes: always on SQLite; on PostgreSQL
     /// the node holding the delivery lease (`PostgresCluster`).
-    var delivers: Bool { cluster?.isLeader ?? true }
+    package var delivers: Bool { cluster?.isLeader ?? true }
 
     /// A random id part (webhook ids, node ids).
     static func randomHex(bytes count: Int) -> String {
@@ -225,7 +223,7 @@ package final class SQLStore: RelayStore {
                     .text(initial == .live ? DeliveryState.live.rawValue : DeliveryState.stored.rawValue),
                 ])
             results.append(RecipientSeq(userId: userId, seq: seq, delivery: initial))
-            db.noteCommitted(userId: userId, seq: seq)
+            db.note(.committed(userId: userId, seq: seq))
         }
         try db.run(
             """
@@ -648,5 +646,69 @@ package final class SQLStore: RelayStore {
             box.signal()
         }
         return box.withLock(when: { $0 != nil }) { $0 } ?? .failure(.closed)
+    }
+}
+
+// MARK: Cluster
+
+extension SQLStore {
+    package func observeCluster(_ observer: ClusterObserver) { cluster?.observe(observer) }
+
+    package func announcePresence(userId: String, deviceId: String, online: Bool) {
+        guard let cluster else { return }
+        writer(for: userId).submit(
+            { db in
+                if online {
+                    try db.run(
+                        "INSERT INTO online_devices(node_id, user_id, device_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                        [.text(cluster.nodeId), .text(userId), .text(deviceId)])
+                } else {
+                    try db.run(
+                        "DELETE FROM online_devices WHERE node_id = ? AND user_id = ? AND device_id = ?",
+                        [.text(cluster.nodeId), .text(userId), .text(deviceId)])
+                }
+                db.note(.presence(userId: userId, deviceId: deviceId, online: online))
+            }, completion: logFailure("announce presence"))
+    }
+
+    package func renewLease(until: Timestamp) {
+        guard let cluster else { return }
+        writers[0].submit(
+            { db in
+                try db.run(
+                    """
+                    INSERT INTO nodes(node_id, lease_until) VALUES (?, ?)
+                    ON CONFLICT(node_id) DO UPDATE SET lease_until = excluded.lease_until
+                    """, [.text(cluster.nodeId), .int(until.milliseconds)])
+                db.note(.lease(until: until))
+            }, completion: logFailure("renew lease"))
+    }
+
+    package func clusterPresence() throws(StoreError) -> [RemotePresence] {
+        guard let cluster else { return [] }
+        return try read { db in
+            var found: [RemotePresence] = []
+            try db.query(
+                """
+                SELECT o.node_id, o.user_id, o.device_id, n.lease_until FROM online_devices o
+                JOIN nodes n ON n.node_id = o.node_id WHERE o.node_id != ?
+                """, [.text(cluster.nodeId)]
+            ) { row in
+                found.append(
+                    RemotePresence(
+                        nodeId: row.text(0), userId: row.text(1), deviceId: row.text(2),
+                        leaseUntil: Timestamp(milliseconds: row.int64(3))))
+            }
+            return found
+        }
+    }
+
+    package func forgetNode(_ nodeId: String) {
+        guard cluster != nil else { return }
+        writers[0].submit(
+            { db in
+                try db.run("DELETE FROM online_devices WHERE node_id = ?", [.text(nodeId)])
+                try db.run("DELETE FROM nodes WHERE node_id = ?", [.text(nodeId)])
+            }, completion: logFailure("forget node"))
     }
 }

@@ -108,7 +108,7 @@ package final class SQLiteConnection: SQLConnection {
         _ = try? execute("RELEASE op")
     }
 
-    package func noteCommitted(userId: String, seq: Int64) {}
+    package func note(_ note: ClusterNote) {}
 
     package var userVersion: Int {
         get throws(SQLiteError) {

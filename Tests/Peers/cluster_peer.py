@@ -97,34 +97,6 @@ def cross_node_live(binary):
         b.stop()
 
 
-@check("idempotency holds across nodes: one 202 per id, the same seqs replayed by the other node, 409 on a new body")
-def cross_node_idempotency(binary):
-    a, b = pair(binary)
-    try:
-        answers = {}
-
-        def send(relay, msg_id):
-            answers.setdefault(msg_id, []).append(post(relay, msg_id, ["bob", "carol"]))
-
-        for n in range(40):
-            threads = [threading.Thread(target=send, args=(relay, f"i{n}")) for relay in (a, b, a, b)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        for msg_id, replies in answers.items():
-            statuses = sorted(status for status, _ in replies)
-            assert statuses == [200, 200, 200, 202], (msg_id, replies)
-            assert len({json.dumps(body["recipients"]) for _, body in replies}) == 1, replies
-        assert post(b, "i0", ["bob", "carol"], {"other": True})[0] == 409
-        for user in ("bob", "carol"):
-            seqs, _ = seqs_of(a, user)
-            assert seqs == list(range(1, 41)), seqs
-    finally:
-        a.stop()
-        b.stop()
-
-
 class Receiver:
     """Records every push webhook it receives."""
 
@@ -153,6 +125,83 @@ class Receiver:
         with self.lock:
             return [seq for push in self.pushes if push["type"] == "message"
                     for seq in range(push["seq"]["from"], push["seq"]["to"] + 1)]
+
+
+class EventReceiver(Receiver):
+    def events(self, kind):
+        with self.lock:
+            return [push for push in self.pushes if push.get("type") == kind]
+
+
+def online_on(relay, user):
+    status, body = relay.http("GET", f"/v1/users/{user}/presence")
+    assert status == 200, body
+    return body["online"]
+
+
+@check("presence is cluster-wide: a socket on A is online seen from B (and B's posts go live), "
+       "presence.changed is sent once per transition; a killed node's devices go offline after its lease")
+def cross_node_presence(binary):
+    receiver = EventReceiver()
+    a, b = pair(binary, "--node-lease-ms", "2000", "--push-delay-ms", "200", "--events-url", f"{receiver.base}/events")
+    try:
+        async def run():
+            async with websockets.connect(ws_url(a, "gina")) as ws:
+                await synced(ws)
+                assert wait_for(lambda: online_on(b, "gina"), 5), "B does not see gina online"
+                status, body = post(b, "g1", ["gina"])
+                assert status == 202 and body["recipients"][0]["delivery"] == "live", body
+                await asyncio.sleep(0.5)  # past the debounce (push delay): a real change, reported
+            assert wait_for(lambda: not online_on(b, "gina"), 5), "B still sees gina online after the close"
+            assert wait_for(lambda: len(receiver.events("presence.changed")) >= 2, 5)
+            time.sleep(1.0)
+            changes = [(e["data"]["userId"], e["data"]["online"]) for e in receiver.events("presence.changed")]
+            assert changes == [("gina", True), ("gina", False)], changes
+            # A node dies with a socket open: its device stays online until the lease ends.
+            ws = await websockets.connect(ws_url(a, "hugo"))
+            await synced(ws)
+            assert wait_for(lambda: online_on(b, "hugo"), 5)
+            a.kill9()
+            killed = time.monotonic()
+            assert online_on(b, "hugo"), "offline before the lease ended"
+            assert wait_for(lambda: not online_on(b, "hugo"), 10), "still online long after the lease"
+            waited = time.monotonic() - killed
+            assert wait_for(lambda: ("hugo", False) in [(e["data"]["userId"], e["data"]["online"])
+                                                       for e in receiver.events("presence.changed")], 10)
+            return f"offline everywhere {waited:.1f} s after kill -9 (lease 2 s)"
+        return asyncio.run(run())
+    finally:
+        a.stop()
+        b.stop()
+        receiver.server.shutdown()
+
+
+@check("idempotency holds across nodes: one 202 per id, the same seqs replayed by the other node, 409 on a new body")
+def cross_node_idempotency(binary):
+    a, b = pair(binary)
+    try:
+        answers = {}
+
+        def send(relay, msg_id):
+            answers.setdefault(msg_id, []).append(post(relay, msg_id, ["bob", "carol"]))
+
+        for n in range(40):
+            threads = [threading.Thread(target=send, args=(relay, f"i{n}")) for relay in (a, b, a, b)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        for msg_id, replies in answers.items():
+            statuses = sorted(status for status, _ in replies)
+            assert statuses == [200, 200, 200, 202], (msg_id, replies)
+            assert len({json.dumps(body["recipients"]) for _, body in replies}) == 1, replies
+        assert post(b, "i0", ["bob", "carol"], {"other": True})[0] == 409
+        for user in ("bob", "carol"):
+            seqs, _ = seqs_of(a, user)
+            assert seqs == list(range(1, 41)), seqs
+    finally:
+        a.stop()
+        b.stop()
 
 
 @check("both notifiers running: every seq of an offline device pushed exactly once, also across a node's kill -9")
