@@ -74,20 +74,6 @@ package final class RelayApp: @unchecked Sendable {
             eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
             now: clock)
         commits.listen { [weak notifier] in notifier?.wake() }
-        // Other nodes' commits (PostgreSQL): their messages go to the sessions held here, their
-        // writes wake the notifier and retention as this node's own do.
-        store.observeCluster(
-            ClusterObserver(
-                committed: { [weak hub] userId, seq in hub?.committedElsewhere(userId: userId, seq: seq) },
-                presence: { [weak hub] node, userId, deviceId, online in
-                    hub?.presenceElsewhere(node: node, userId: userId, deviceId: deviceId, online: online)
-                },
-                lease: { [weak hub] node, until in hub?.leaseElsewhere(node: node, until: until) },
-                changed: { commits.fire() },
-                resync: { [weak hub] in
-                    hub?.loadClusterPresence()
-                    hub?.resync()
-                }))
         let prune = self.prune
         let pruneIntervalMs = config.pruneIntervalS * 1000
         commits.listen { prune.arm(afterMilliseconds: pruneIntervalMs) }
@@ -105,6 +91,25 @@ package final class RelayApp: @unchecked Sendable {
             forwardSignal: { [notifier, metrics] event in
                 notifier.sendNow(event) { metrics.recordSignal($0 ? .forwarded : .notForwarded) }
             })
+        // Other nodes' commits (PostgreSQL): their messages go to the sessions held here, their
+        // writes wake the notifier and retention as this node's own do.
+        store.observeCluster(
+            ClusterObserver(
+                committed: { [weak hub] userId, seq in hub?.committedElsewhere(userId: userId, seq: seq) },
+                presence: { [weak hub] node, userId, deviceId, online in
+                    hub?.presenceElsewhere(node: node, userId: userId, deviceId: deviceId, online: online)
+                },
+                lease: { [weak hub] node, until in hub?.leaseElsewhere(node: node, until: until) },
+                revoked: { [weak hub] userId, deviceId, seconds in
+                    auth.revocations.revoke(userId: userId, deviceId: deviceId, atSeconds: seconds)
+                    hub?.close(userId: userId, deviceId: deviceId, reason: "device deleted")
+                },
+                changed: { commits.fire() },
+                resync: { [weak hub, weak store] in
+                    if let revoked = try? store?.tokenRevocations() { auth.revocations.merge(revoked) }
+                    hub?.loadClusterPresence()
+                    hub?.resync()
+                }))
         let loop = webSockets
         // Weak captures: the gauges live in `metrics`, which these objects hold (no cycle).
         metrics.registerGauge("pushrelay_websocket_connections", help: "Open WebSocket connections.") {

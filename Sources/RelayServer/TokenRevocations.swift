@@ -22,7 +22,18 @@ final class TokenRevocations: Sendable {
     }
 
     func revoke(userId: String, deviceId: String, atSeconds: Int64) {
-        revokedAt.withLock { $0[Key(userId: userId, deviceId: deviceId)] = atSeconds }
+        revokedAt.withLock { table in
+            let key = Key(userId: userId, deviceId: deviceId)
+            table[key] = max(table[key] ?? atSeconds, atSeconds)
+        }
+    }
+
+    /// Adds what the store holds (another node's revocations, read after notifications may have
+    /// been missed).
+    func merge(_ revocations: [TokenRevocation]) {
+        for revocation in revocations {
+            revoke(userId: revocation.userId, deviceId: revocation.deviceId, atSeconds: revocation.revokedAtSeconds)
+        }
     }
 
     func isRevoked(_ claims: ClientClaims) -> Bool {

@@ -9,6 +9,9 @@ package enum ClusterNote: Sendable, Equatable {
     case presence(userId: String, deviceId: String, online: Bool)
     /// The node's devices count as online until then: `l <milliseconds>`.
     case lease(until: Timestamp)
+    /// A device was deleted: its tokens issued up to then are refused, its sockets closed:
+    /// `r <user> <device> <seconds>`.
+    case revoked(userId: String, deviceId: String, atSeconds: Int64)
 
     /// The line on the wire (user and device ids have no spaces: `Identifier`).
     var line: String {
@@ -16,6 +19,7 @@ package enum ClusterNote: Sendable, Equatable {
         case .committed(let userId, let seq): return "m \(userId) \(seq)"
         case .presence(let userId, let deviceId, let online): return "p \(userId) \(deviceId) \(online ? 1 : 0)"
         case .lease(let until): return "l \(until.milliseconds)"
+        case .revoked(let userId, let deviceId, let seconds): return "r \(userId) \(deviceId) \(seconds)"
         }
     }
 
@@ -27,6 +31,9 @@ package enum ClusterNote: Sendable, Equatable {
             self = .committed(userId: String(fields[1]), seq: seq)
         case ("p", 4):
             self = .presence(userId: String(fields[1]), deviceId: String(fields[2]), online: fields[3] == "1")
+        case ("r", 4):
+            guard let seconds = Int64(fields[3]) else { return nil }
+            self = .revoked(userId: String(fields[1]), deviceId: String(fields[2]), atSeconds: seconds)
         case ("l", 2):
             guard let until = Int64(fields[1]) else { return nil }
             self = .lease(until: Timestamp(milliseconds: until))

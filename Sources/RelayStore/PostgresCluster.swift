@@ -12,6 +12,8 @@ package struct ClusterObserver: Sendable {
     package var presence: @Sendable (_ nodeId: String, _ userId: String, _ deviceId: String, _ online: Bool) -> Void
     /// Another node's devices count as online until then.
     package var lease: @Sendable (_ nodeId: String, _ until: Timestamp) -> Void
+    /// A device was deleted on another node: its tokens up to `atSeconds` are revoked.
+    package var revoked: @Sendable (_ userId: String, _ deviceId: String, _ atSeconds: Int64) -> Void
     /// Another node wrote something (push or event jobs may be due), or this node became the one
     /// that delivers.
     package var changed: @Sendable () -> Void
@@ -23,11 +25,13 @@ package struct ClusterObserver: Sendable {
         committed: @escaping @Sendable (_ userId: String, _ seq: Int64) -> Void,
         presence: @escaping @Sendable (_ nodeId: String, _ userId: String, _ deviceId: String, _ online: Bool) -> Void,
         lease: @escaping @Sendable (_ nodeId: String, _ until: Timestamp) -> Void,
+        revoked: @escaping @Sendable (_ userId: String, _ deviceId: String, _ atSeconds: Int64) -> Void,
         changed: @escaping @Sendable () -> Void, resync: @escaping @Sendable () -> Void
     ) {
         self.committed = committed
         self.presence = presence
         self.lease = lease
+        self.revoked = revoked
         self.changed = changed
         self.resync = resync
     }
@@ -131,6 +135,7 @@ package final class PostgresCluster: Sendable {
             case .committed(let userId, let seq): observer.committed(userId, seq)
             case .presence(let userId, let deviceId, let online): observer.presence(node, userId, deviceId, online)
             case .lease(let until): observer.lease(node, until)
+            case .revoked(let userId, let deviceId, let seconds): observer.revoked(userId, deviceId, seconds)
             case nil: continue
             }
         }

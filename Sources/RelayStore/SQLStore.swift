@@ -458,6 +458,7 @@ package final class SQLStore: RelayStore {
                     INSERT INTO token_revocations(user_id, device_id, revoked_at) VALUES (?, ?, ?)
                     ON CONFLICT(user_id, device_id) DO UPDATE SET revoked_at = excluded.revoked_at
                     """, [.text(userId), .text(deviceId), .int(time.seconds)])
+                db.note(.revoked(userId: userId, deviceId: deviceId, atSeconds: time.seconds))
                 return existed
             }, completion: completion)
     }

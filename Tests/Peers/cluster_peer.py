@@ -176,6 +176,30 @@ def cross_node_presence(binary):
         receiver.server.shutdown()
 
 
+@check("deleting a device on B revokes its tokens on A and closes its socket there")
+def cross_node_revocation(binary):
+    a, b = pair(binary)
+    try:
+        token = a.token("ivy", "phone")
+
+        async def run():
+            url = a.base.replace("http://", "ws://") + f"/v1/ws?access_token={token}"
+            async with websockets.connect(url) as ws:
+                await synced(ws)
+                assert b.http("DELETE", "/v1/users/ivy/devices/phone")[0] == 204
+                try:
+                    while True:
+                        await asyncio.wait_for(ws.recv(), 5)
+                except websockets.ConnectionClosed as closed:
+                    assert closed.rcvd.code == 1008 and closed.rcvd.reason == "device deleted", closed
+        asyncio.run(run())
+        status, _ = call(a.base, "GET", "/v1/users/ivy/messages", token=token)
+        assert status == 401, status
+    finally:
+        a.stop()
+        b.stop()
+
+
 @check("idempotency holds across nodes: one 202 per id, the same seqs replayed by the other node, 409 on a new body")
 def cross_node_idempotency(binary):
     a, b = pair(binary)
