@@ -6,6 +6,7 @@ import Synchronization
 ///     pushrelay-load idle    --url http://127.0.0.1:18080 --key K --connections 10000 --server-pid PID
 ///     pushrelay-load latency --url http://127.0.0.1:18080 --key K --subscribers 100 --rate 1000 --duration 10
 ///     ... --target nchan     (subscribe to /sub/<user>, publish to /pub/<user>, no auth)
+///     ... --publish-url http://127.0.0.1:18081   (post to another node of a cluster)
 ///     ... --target mosquitto --url http://127.0.0.1:9001 --mqtt-port 1883
 ///                            (MQTT over WebSocket, persistent sessions, QoS 1; publish over TCP)
 ///
@@ -25,6 +26,8 @@ struct LoadTool {
         var hold = 2.0
         var publishers = 4
         var mqttPort: UInt16 = 1883
+        /// Where messages are posted (`--publish-url`); the subscribers' node when nil.
+        var publishPort: UInt16?
 
         init(_ arguments: [String]) {
             var iterator = arguments.makeIterator()
@@ -33,9 +36,8 @@ struct LoadTool {
                 let value = iterator.next() ?? ""
                 switch flag {
                 case "--url":
-                    let parts = value.replacingOccurrences(of: "http://", with: "").split(separator: ":")
-                    host = String(parts[0])
-                    port = UInt16(parts.count > 1 ? String(parts[1]) : "80") ?? 80
+                    (host, port) = Self.hostAndPort(value)
+                case "--publish-url": publishPort = Self.hostAndPort(value).port
                 case "--key": key = value
                 case "--target": target = value
                 case "--connections", "--subscribers": connections = Int(value) ?? connections
@@ -48,6 +50,11 @@ struct LoadTool {
                 default: fatalExit("unknown option \(flag)")
                 }
             }
+        }
+
+        static func hostAndPort(_ url: String) -> (host: String, port: UInt16) {
+            let parts = url.replacingOccurrences(of: "http://", with: "").split(separator: ":")
+            return (String(parts.first ?? "127.0.0.1"), UInt16(parts.count > 1 ? String(parts[1]) : "80") ?? 80)
         }
     }
 
@@ -147,7 +154,7 @@ struct LoadTool {
         let perPublisher = Double(options.rate) / Double(publishers)
         let total = Int(Double(options.rate) * options.duration)
         DispatchQueue.concurrentPerform(iterations: publishers) { worker in
-            let client = HTTPClient(host: options.host, port: options.port)
+            let client = HTTPClient(host: options.host, port: options.publishPort ?? options.port)
             let mqtt =
                 options.target == "mosquitto"
                 ? try? MQTTPublisher(host: options.host, port: options.mqttPort, clientId: "pub-\(worker)-\(getpid())")

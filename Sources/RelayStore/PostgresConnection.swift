@@ -11,7 +11,7 @@ package final class PostgresConnection: SQLConnection {
     /// Prepared statement names by SQL text (the SQL as the store writes it).
     private var prepared: [String: String] = [:]
     package private(set) var changes = 0
-    package let savepointsAreCheap = false
+    package let isInProcess = false
     package let greatest = "greatest"
     /// Sent to the other nodes at commit (`note`); see `PostgresCluster` for the format.
     private var notes: [String] = []

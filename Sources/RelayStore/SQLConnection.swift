@@ -30,9 +30,12 @@ package protocol SQLConnection: AnyObject {
     /// taken since `beginWrite`).
     func commitWrite(maintenanceOnly: Bool) throws
     func rollbackWrite()
-    /// Whether a savepoint per write costs next to nothing (SQLite), or enough that batches run
-    /// without them first (PostgreSQL: a subtransaction and two round trips each).
-    var savepointsAreCheap: Bool { get }
+    /// Whether statements are function calls in this process (SQLite), or round trips to a
+    /// server (PostgreSQL). In process, a savepoint per write costs next to nothing and a caller
+    /// may run its own lone transaction; over the network a batch first runs without savepoints
+    /// (each is a subtransaction and two round trips), and callers never lead (an HTTP thread
+    /// would wait on the server, and on other nodes' commits).
+    var isInProcess: Bool { get }
     /// Marks the start of one write inside the transaction.
     func savepoint() throws
     func releaseSavepoint() throws

@@ -85,7 +85,7 @@ package final class SQLiteConnection: SQLConnection {
 
     var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
 
-    package let savepointsAreCheap = true
+    package let isInProcess = true
     package let greatest = "max"
     package let isBroken = false
 

@@ -99,7 +99,8 @@ package final class StoreWriter: @unchecked Sendable {
                 return { outcome in completion(outcome.map { value }) }
             },
             fail: { completion(.failure($0)) }, maintenance: maintenance, keys: keys)
-        let mayLead = leadIfIdle && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
+        let mayLead =
+            leadIfIdle && connection.isInProcess && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
         let admission = state.withLock { state -> Admission in
             guard !state.stopping else { return .closed }
             if mayLead, !state.committing, state.queue.isEmpty {
@@ -163,11 +164,11 @@ package final class StoreWriter: @unchecked Sendable {
     /// is run again whole: nothing of it was committed, and nobody was answered yet.
     ///
     /// Each write runs in its own savepoint, so that one failing write fails alone — except on a
-    /// connection where savepoints are dear (`SQLConnection.savepointsAreCheap`): there the batch
+    /// connection where savepoints are dear (not `SQLConnection.isInProcess`): there the batch
     /// first runs without them, and only if a write fails, again with them.
     private func commit(_ batch: [Operation]) -> @Sendable () -> Void {
         var attempts = 1
-        var guarded = connection.savepointsAreCheap
+        var guarded = connection.isInProcess
         while true {
             switch attempt(batch, guarded: guarded) {
             case .finished(let completions):
