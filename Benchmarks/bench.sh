@@ -9,7 +9,9 @@
 # run.sh: nginx ceiling, nchan, bare libmicrohttpd, Redis XADD (fsync always), PushRelay single
 # and batch ingest, catch-up of 10,000 (PushRelay and nchan). websocket.sh: RSS per idle socket and
 # live latency at 100 x 1k/s and 1,000 x 5k/s (PushRelay, nchan, mosquitto). idle_cpu.sh: wake-ups
-# and CPU of an idle relay after some work. Each script installs the servers it needs.
+# and CPU of an idle relay after some work. cluster.sh: ingest on SQLite, PostgreSQL with one and
+# two nodes, live latency across nodes, catch-up on PostgreSQL. Each script installs the servers
+# it needs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RUNS=${RUNS:-2}
@@ -22,6 +24,8 @@ for ((run = 1; run <= RUNS; run++)); do
     python3 Benchmarks/bench_helper.py fsync "$OUT" "$OUT/fsync$run.json"
     WS_JSON="$OUT/ws$run.json" Benchmarks/websocket.sh
 done
+echo "=== PostgreSQL and two nodes (table in Benchmarks/results/cluster.md)"
+RUNS=$RUNS Benchmarks/cluster.sh
 echo "=== idle"
 IDLE_JSON="$OUT/idle.json" Benchmarks/idle_cpu.sh
 mkdir -p Benchmarks/results
