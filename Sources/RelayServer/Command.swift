@@ -270,6 +270,8 @@ package enum Command {
                     isSet
                         ? "<set>"
                         : (["metricsKey", "matrixNotifySecret"].contains(setting.key) ? "<none>" : "<generated>"))
+            } else if setting.key == "db" {
+                writer.string(config.dbForDisplay)  // a PostgreSQL URI may carry a password
             } else {
                 writer.value(value)
             }

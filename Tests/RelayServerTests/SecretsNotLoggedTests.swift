@@ -43,4 +43,18 @@ import Testing
         let tokenParts = clientToken.split(separator: ".")
         #expect(!log.contains(String(tokenParts[2])))
     }
+
+    /// A PostgreSQL URI's password is masked wherever the relay names its database.
+    @Test func aDatabasePasswordIsNeverShown() throws {
+        let uri = "postgresql://relay:canary-db-password@127.0.0.1:1/pushrelay?password=canary-again"
+        let shown = try RelayCommand.run(["check-config", "--db", uri])
+        #expect(shown.status == 0)
+        #expect(shown.stdout.contains("postgresql://relay:***@127.0.0.1:1/pushrelay?password=***"))
+        let failed = try RelayCommand.run(["serve", "--listen", "127.0.0.1:0", "--db", uri])
+        #expect(failed.status != 0)
+        #expect(failed.stderr.contains("cannot open the database postgresql://relay:***@"))
+        for output in [shown.stdout, shown.stderr, failed.stdout, failed.stderr] {
+            #expect(!output.contains("canary"))
+        }
+    }
 }
