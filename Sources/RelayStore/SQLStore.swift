@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 package import RelayCore
 import RelayLocks
 
@@ -45,7 +46,10 @@ package final class SQLStore: RelayStore {
                 let connection = try PostgresConnection(uri: database)
                 if index == 0 { try PostgresMigrations.apply(to: connection) }
                 connection.nodeId = nodeId
-                writers.append(StoreWriter(connection: connection, onBatch: onBatch, lockKeys: Self.lockInboxes))
+                writers.append(
+                    StoreWriter(
+                        connection: connection, onBatch: onBatch,
+                        lockKeys: { users, db in try Self.lockInboxes(users, db, epochFor: epochFor) }))
             }
         } catch {
             throw .from(error)
@@ -109,11 +113,26 @@ package final class SQLStore: RelayStore {
         return writers[Int(hash % UInt32(writers.count))]
     }
 
-    /// Locks the inbox rows of `users` (sorted) for the transaction: see `StoreWriter.lockKeys`.
-    /// (User ids are `[A-Za-z0-9._:@+=-]`: nothing in them needs escaping in an array literal.)
-    @Sendable static func lockInboxes(_ users: [String], _ db: any SQLConnection) throws {
-        let array = "{" + users.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}"
-        try db.run("SELECT 1 FROM inboxes WHERE user_id = ANY(?::text[]) ORDER BY user_id FOR UPDATE", [.text(array)])
+    /// Locks the inbox rows of `users` (sorted) for the transaction, creating the missing ones
+    /// (empty) first, in that order: see `StoreWriter.lockKeys`. One upsert does both — its
+    /// no-op update locks a row that exists, its insert makes one that does not —, row after
+    /// row in the order given, so two transactions creating the same new inboxes cannot wait on
+    /// each other in a circle either. (User ids are `[A-Za-z0-9._:@+=-]` and epochs hex: nothing
+    /// in them needs escaping in an array literal.)
+    static func lockInboxes(_ users: [String], _ db: any SQLConnection, epochFor: (String) -> String) throws {
+        func array(_ items: [String]) -> String { "{" + items.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}" }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        try db.run(
+            """
+            INSERT INTO inboxes(user_id, epoch, head_seq, created_at)
+            SELECT user_id, epoch, 0, ? FROM unnest(?::text[], ?::text[]) AS new(user_id, epoch) ORDER BY user_id
+            ON CONFLICT(user_id) DO UPDATE SET head_seq = inboxes.head_seq
+            """,
+            [
+                .int(Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec / 1_000_000)), .text(array(users)),
+                .text(array(users.map(epochFor))),
+            ])
     }
 
     /// Whether this node delivers pushes and events and prunes: always on SQLite; on PostgreSQL

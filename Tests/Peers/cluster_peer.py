@@ -228,6 +228,37 @@ def cross_node_idempotency(binary):
         b.stop()
 
 
+@check("fan-outs to the same users in opposite orders on both nodes: no deadlock, every user's seqs gapless")
+def no_deadlocks(binary):
+    a, b = pair(binary)
+    users = [f"f{n}" for n in range(8)]
+    try:
+        def poster(relay, worker, order):
+            for n in range(150):
+                status, body = post(relay, f"fan-{worker}-{n}", order)
+                assert status == 202, body
+
+        threads = [threading.Thread(target=poster, args=(relay, w, users if w % 2 else users[::-1]))
+                   for w, relay in enumerate((a, b, a, b, a, b))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for user in users:
+            seqs, ids = seqs_of(a, user)
+            assert seqs == list(range(1, 901)) and len(set(ids)) == 900, (user, len(seqs))
+        database = a.db.split("///")[1].split("?")[0]
+        deadlocks = subprocess.run(
+            ["psql", "-h", os.environ["PUSHRELAY_TEST_POSTGRES"], "-U", "postgres", "-Atc",
+             f"SELECT deadlocks FROM pg_stat_database WHERE datname = '{database}'"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        assert deadlocks == "0", deadlocks
+        return "900 messages to 8 users each, 0 deadlocks reported by PostgreSQL"
+    finally:
+        a.stop()
+        b.stop()
+
+
 @check("both notifiers running: every seq of an offline device pushed exactly once, also across a node's kill -9")
 def cross_node_pushes(binary):
     receiver = Receiver()
