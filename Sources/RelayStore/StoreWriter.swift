@@ -198,7 +198,7 @@ package final class StoreWriter: @unchecked Sendable {
                 let keys = Set(batch.flatMap(\.keys)).sorted()
                 if !keys.isEmpty { try lockKeys(keys, connection) }
             }
-        } catch let error as PostgresError where error.retriesTransaction {
+        } catch  where DatabaseError.from(error).lostRace {
             connection.rollbackWrite()
             return .lostRace(StoreError.from(error))
         } catch {
@@ -221,10 +221,10 @@ package final class StoreWriter: @unchecked Sendable {
                 } catch  where !guarded && !connection.isBroken {
                     connection.rollbackWrite()
                     return .writeFailed
-                } catch let error as PostgresError where error.retriesTransaction {
+                } catch  where DatabaseError.from(error).lostRace {
                     connection.rollbackWrite()
                     return .lostRace(StoreError.from(error))
-                } catch let error as PostgresError where error.isUniqueViolation && tries == 1 {
+                } catch  where DatabaseError.from(error).keyTakenMeanwhile && tries == 1 {
                     // Another node inserted the same key (a message id) and committed while this
                     // write waited for it: run it again, and it finds that row.
                     connection.rollbackToSavepoint()
@@ -242,7 +242,7 @@ package final class StoreWriter: @unchecked Sendable {
             try connection.commitWrite(maintenanceOnly: maintenanceOnly)
             onBatch(CommittedBatch(writes: batch.count, maintenanceOnly: maintenanceOnly))
             outcome = .success(())
-        } catch let error as PostgresError where error.retriesTransaction {
+        } catch  where DatabaseError.from(error).lostRace {
             connection.rollbackWrite()
             return .lostRace(StoreError.from(error))
         } catch {
