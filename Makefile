@@ -89,12 +89,12 @@ test: deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(MAKE) tsan
 	$(MAKE) asan
 
-## test-postgres: the end-to-end suite (Swift, WebSocket and notifier peers) again on PostgreSQL,
+## test-postgres: the store's tests and the end-to-end suite (Swift, WebSocket and notifier peers) again on PostgreSQL,
 ## and the two-node tests; needs PUSHRELAY_TEST_POSTGRES (`make test` runs it through
 ## Tests/Postgres/pg.sh, which starts and stops a PostgreSQL for it)
 test-postgres:
 	@test -n "$$PUSHRELAY_TEST_POSTGRES" || { echo "run it as: Tests/Postgres/pg.sh run make test-postgres"; exit 2; }
-	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test --skip-build --filter RelayServerTests
+	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test --skip-build --filter 'RelayServerTests|SQLStoreTests'
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/cluster_peer.py .build/debug/pushrelay

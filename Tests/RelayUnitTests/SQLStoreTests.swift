@@ -4,11 +4,35 @@ import RelayLocks
 import RelayStore
 import Testing
 
+/// The store on SQLite, and on PostgreSQL when `PUSHRELAY_TEST_POSTGRES` names the socket
+/// directory of a test PostgreSQL (`make test-postgres`).
 @Suite struct SQLStoreTests: Sendable {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
+    let path = SQLStoreTests.freshDatabase()
+
+    /// A new SQLite file, or a new PostgreSQL database, for each test.
+    static func freshDatabase() -> String {
+        guard let socketDirectory = ProcessInfo.processInfo.environment["PUSHRELAY_TEST_POSTGRES"] else {
+            return FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite")
+                .path
+        }
+        let name = "u_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let create = Process()
+        create.executableURL = URL(fileURLWithPath: "/usr/bin/createdb")
+        create.arguments = ["-h", socketDirectory, "-p", "5432", "-U", "postgres", name]
+        try? create.run()
+        create.waitUntilExit()
+        return "postgresql:///\(name)?host=\(socketDirectory)&port=5432&user=postgres"
+    }
+
+    /// `store` once it is the delivering node (on PostgreSQL it takes the delivery lease on a
+    /// thread of its own, just after opening; until then it reads no due jobs and prunes nothing).
+    static func delivering(_ store: SQLStore) -> SQLStore {
+        for _ in 0..<1000 where !store.delivers { usleep(10_000) }
+        return store
+    }
 
     func open() throws -> SQLStore {
-        try SQLStore(path: path, epochFor: { "epoch-\($0)" })
+        try Self.delivering(SQLStore(database: path, epochFor: { "epoch-\($0)" }))
     }
 
     func message(_ id: String, _ recipients: [String], text: String = "x") throws -> NewMessage {
@@ -30,7 +54,8 @@ import Testing
     /// itself forever); a message's commit does.
     @Test func onlyCommitsWithRealWritesCountAsChanges() async throws {
         let batches = Batches()
-        let store = try SQLStore(path: path, epochFor: { "epoch-\($0)" }, onBatch: { batches.append($0) })
+        let store = try Self.delivering(
+            SQLStore(database: path, epochFor: { "epoch-\($0)" }, onBatch: { batches.append($0) }))
         defer { store.close() }
         _ = try await Self.accept(store, try message("m1", ["u"]))
         let _: PruneResult = try await withCheckedThrowingContinuation { continuation in
