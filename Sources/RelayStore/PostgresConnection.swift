@@ -10,7 +10,23 @@ package final class PostgresConnection: SQLConnection {
     let handle: OpaquePointer
     /// Prepared statement names by SQL text (the SQL as the store writes it).
     private var prepared: [String: String] = [:]
-    package private(set) var changes = 0
+    /// Rows changed by the last `run` (in a pipeline: once its result was read).
+    package var changes: Int {
+        if pipeline != nil { readQueued() }
+        return lastChanges
+    }
+    private var lastChanges = 0
+    /// The commands of a pipelined write transaction sent but not read yet (`beginWrite`), and
+    /// the first error among those read.
+    private var pipeline: Pipeline?
+    private struct Pipeline {
+        enum Command {
+            case prepare(sql: String)
+            case statement(sql: String)
+        }
+        var unread: [Command] = []
+        var error: PostgresError?
+    }
     package let isInProcess = false
     package let greatest = "greatest"
     /// Sent to the other nodes at commit (`note`); see `PostgresCluster` for the format.
@@ -51,13 +67,23 @@ package final class PostgresConnection: SQLConnection {
     // MARK: Statements
 
     package func execute(_ sql: String) throws {
-        let result = PQexec(handle, sql)
-        defer { PQclear(result) }
-        try check(result, sql)
+        guard pipeline != nil else {
+            let result = PQexec(handle, sql)
+            defer { PQclear(result) }
+            return try check(result, sql)
+        }
+        guard PQsendQueryParams(handle, sql, 0, nil, nil, nil, nil, 0) != 0 else { throw connectionError(sql) }
+        PQclear(try awaitResult(of: sql))
     }
 
     package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {
-        let result = try run(prepared: sql, bindings)
+        let result: OpaquePointer?
+        if pipeline != nil {
+            try send(prepared: sql, bindings)
+            result = try awaitResult(of: sql)
+        } else {
+            result = try run(prepared: sql, bindings)
+        }
         defer { PQclear(result) }
         let rows = PQntuples(result)
         var index: Int32 = 0
@@ -67,16 +93,59 @@ package final class PostgresConnection: SQLConnection {
         }
     }
 
+    /// In a pipelined transaction, queued without waiting for its result (an error surfaces at
+    /// the next statement that waits, or at the commit).
     package func run(_ sql: String, _ bindings: [SQLValue]) throws {
+        if pipeline != nil {
+            try send(prepared: sql, bindings)
+            pipeline?.unread.append(.statement(sql: sql))
+            return
+        }
         let result = try run(prepared: sql, bindings)
-        changes = Int(Self.parseInt(PQcmdTuples(result)))
+        lastChanges = Int(Self.parseInt(PQcmdTuples(result)))
         PQclear(result)
     }
 
     /// Runs `sql` as a prepared statement; the caller clears the result.
     private func run(prepared sql: String, _ bindings: [SQLValue]) throws(PostgresError) -> OpaquePointer? {
         let name = try statementName(sql)
-        // Every parameter's bytes in one buffer: text NUL-terminated, blobs binary.
+        let result = withParameters(bindings) { values, lengths, formats in
+            PQexecPrepared(handle, name, Int32(bindings.count), values, lengths, formats, 0)
+        }
+        do {
+            try check(result, sql)
+        } catch {
+            PQclear(result)
+            throw error
+        }
+        return result
+    }
+
+    /// Queues `sql` (prepared first if it is new to this session) in the pipeline.
+    private func send(prepared sql: String, _ bindings: [SQLValue]) throws(PostgresError) {
+        let name: String
+        if let known = prepared[sql] {
+            name = known
+        } else {
+            name = "s\(prepared.count)"
+            guard PQsendPrepare(handle, name, Self.numberPlaceholders(sql), 0, nil) != 0 else {
+                throw connectionError(sql)
+            }
+            prepared[sql] = name
+            pipeline?.unread.append(.prepare(sql: sql))
+        }
+        let sent = withParameters(bindings) { values, lengths, formats in
+            PQsendQueryPrepared(handle, name, Int32(bindings.count), values, lengths, formats, 0)
+        }
+        guard sent != 0 else { throw connectionError(sql) }
+    }
+
+    /// Calls `body` with libpq's parameter arrays: every value's bytes in one buffer, text
+    /// NUL-terminated, blobs binary.
+    private func withParameters<T>(
+        _ bindings: [SQLValue],
+        _ body: ([UnsafePointer<CChar>?], [Int32], [Int32]) -> T
+    ) -> T {
         var buffer: [UInt8] = []
         var offsets: [Int] = []
         var lengths: [Int32] = []
@@ -108,20 +177,89 @@ package final class PostgresConnection: SQLConnection {
                 nulls.append(false)
             }
         }
-        let result = buffer.withUnsafeBufferPointer { bytes in
+        return buffer.withUnsafeBufferPointer { bytes in
             let base = bytes.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
             let values: [UnsafePointer<CChar>?] = offsets.indices.map { index in
                 nulls[index] ? nil : base.map { $0 + offsets[index] }
             }
-            return PQexecPrepared(handle, name, Int32(bindings.count), values, lengths, formats, 0)
+            return body(values, lengths, formats)
         }
+    }
+
+    // MARK: Pipeline
+
+    /// Sends what is queued, reads the results of the commands before the last one sent (`sql`),
+    /// then its own; the caller clears it. The first error of any of them is thrown.
+    private func awaitResult(of sql: String) throws(PostgresError) -> OpaquePointer? {
+        guard PQsendFlushRequest(handle) != 0, PQflush(handle) == 0 else { throw connectionError(sql) }
+        readQueued()
+        let result = PQgetResult(handle)
+        if result != nil { while let extra = PQgetResult(handle) { PQclear(extra) } }
+        if let error = pipeline?.error {
+            PQclear(result)
+            throw error
+        }
+        guard result != nil else { throw connectionError(sql) }
         do {
             try check(result, sql)
         } catch {
             PQclear(result)
+            pipeline?.error = error
             throw error
         }
         return result
+    }
+
+    /// Reads the results of every queued command, keeping the first error; a statement that
+    /// could not be prepared is forgotten (it does not exist in the session).
+    private func readQueued() {
+        guard var current = pipeline, !current.unread.isEmpty else { return }
+        // (The server holds its answers in a pipeline until asked to flush them.)
+        if PQsendFlushRequest(handle) == 0 || PQflush(handle) != 0 {
+            current.error = current.error ?? connectionError(nil)
+        }
+        for command in current.unread {
+            let result = PQgetResult(handle)
+            let sql: String
+            switch command {
+            case .prepare(let text), .statement(let text): sql = text
+            }
+            var failed = result == nil
+            if result != nil {
+                do {
+                    try check(result, sql)
+                    if case .statement = command { lastChanges = Int(Self.parseInt(PQcmdTuples(result))) }
+                } catch {
+                    failed = true
+                    current.error = current.error ?? error
+                }
+                PQclear(result)
+                while let extra = PQgetResult(handle) { PQclear(extra) }  // ends this command's results
+            } else {
+                current.error = current.error ?? connectionError(sql)
+            }
+            if failed, case .prepare(let text) = command { prepared[text] = nil }
+        }
+        current.unread.removeAll()
+        pipeline = current
+    }
+
+    /// Ends the pipeline: a sync point, every result up to it read, back to one command at a time.
+    private func finishPipeline() {
+        guard pipeline != nil else { return }
+        _ = PQpipelineSync(handle)
+        readQueued()
+        while let result = PQgetResult(handle) {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        _ = PQexitPipelineMode(handle)
+        pipeline = nil
+    }
+
+    private func connectionError(_ sql: String?) -> PostgresError {
+        PostgresError(sqlState: "", message: lastErrorMessage, sql: sql)
     }
 
     private func statementName(_ sql: String) throws(PostgresError) -> String {
@@ -187,9 +325,18 @@ package final class PostgresConnection: SQLConnection {
         }
     }
 
-    package func beginWrite() throws {
+    /// With `pipelined`, statements whose results are not needed (`run`) are sent without
+    /// waiting for them: for a batch run without savepoints, which fails whole anyway.
+    package func beginWrite(pipelined: Bool) throws {
         try reconnect()
         notes.removeAll(keepingCapacity: true)
+        defer {
+            if pipelined, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_INTRANS,
+                PQenterPipelineMode(handle) != 0
+            {
+                pipeline = Pipeline()
+            }
+        }
         do {
             try execute("BEGIN")
         } catch  where isBroken {
@@ -201,6 +348,12 @@ package final class PostgresConnection: SQLConnection {
 
     package func commitWrite(maintenanceOnly: Bool) throws {
         if !maintenanceOnly { try sendNotes() }
+        if pipeline != nil {
+            readQueued()
+            let failed = pipeline?.error
+            finishPipeline()
+            if let failed { throw failed }
+        }
         let result = PQexec(handle, "COMMIT")
         defer { PQclear(result) }
         try check(result, "COMMIT")
@@ -210,7 +363,10 @@ package final class PostgresConnection: SQLConnection {
         }
     }
 
-    package func rollbackWrite() { _ = try? execute("ROLLBACK") }
+    package func rollbackWrite() {
+        finishPipeline()
+        _ = try? execute("ROLLBACK")
+    }
 
     package func savepoint() throws {
         notesAtSavepoint = notes.count

@@ -24,8 +24,11 @@ package protocol SQLConnection: AnyObject {
     /// Runs `body` in a read transaction: every statement in it sees the same snapshot.
     func readSnapshot<T>(_ body: () throws -> T) throws -> T
 
-    /// Starts a write transaction (reconnecting first if the connection was lost).
-    func beginWrite() throws
+    /// Starts a write transaction (reconnecting first if the connection was lost). With
+    /// `pipelined`, a statement whose result is not needed (`run`) may be sent without waiting
+    /// for it, its error surfacing at the next statement that waits or at the commit: only for
+    /// a transaction that fails whole when any write in it fails.
+    func beginWrite(pipelined: Bool) throws
     /// Commits it; unless it was only housekeeping, the other nodes hear of it (with the notes
     /// taken since `beginWrite`).
     func commitWrite(maintenanceOnly: Bool) throws

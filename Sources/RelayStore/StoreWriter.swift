@@ -193,7 +193,7 @@ package final class StoreWriter: @unchecked Sendable {
 
     private func attempt(_ batch: [Operation], guarded: Bool) -> Attempt {
         do {
-            try connection.beginWrite()
+            try connection.beginWrite(pipelined: !guarded)
             if let lockKeys {
                 let keys = Set(batch.flatMap(\.keys)).sorted()
                 if !keys.isEmpty { try lockKeys(keys, connection) }
@@ -245,6 +245,10 @@ package final class StoreWriter: @unchecked Sendable {
         } catch  where DatabaseError.from(error).lostRace {
             connection.rollbackWrite()
             return .lostRace(StoreError.from(error))
+        } catch  where !guarded && !connection.isBroken {
+            // (A write's error may surface only here when its statement was pipelined.)
+            connection.rollbackWrite()
+            return .writeFailed
         } catch {
             connection.rollbackWrite()
             outcome = .failure(StoreError.from(error))
