@@ -45,6 +45,8 @@ package final class PostgresConnection: SQLConnection {
             throw PostgresError(sqlState: "", message: message, sql: nil)
         }
         handle = connection
+        // Notices ("relation … already exists, skipping") are not errors: keep them off stderr.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
     }
 
     deinit { PQfinish(handle) }

@@ -67,30 +67,21 @@ extension SQLStore {
 
     /// The secrets the database holds (generated on a relay's first start), read without
     /// creating or changing anything: empty when there is no database yet.
-    package static func storedSecrets(database path: String) throws(StoreError) -> [String: String] {
-        if isPostgres(path) { return try storedSecrets(postgres: path) }
-        guard access(path, F_OK) == 0 else { return [:] }
+    package static func storedSecrets(database: String) throws(StoreError) -> [String: String] {
         do {
-            let connection = try SQLiteConnection(path: path, readOnly: true)
-            var hasMeta = false
-            try connection.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'") { _ in
-                hasMeta = true
+            let connection: any SQLConnection
+            let hasMeta: String
+            if isPostgres(database) {
+                connection = try PostgresConnection(uri: database)
+                hasMeta = "SELECT 1 WHERE to_regclass('meta') IS NOT NULL"
+            } else {
+                guard access(database, F_OK) == 0 else { return [:] }
+                connection = try SQLiteConnection(path: database, readOnly: true)
+                hasMeta = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
             }
-            guard hasMeta else { return [:] }
-            var secrets: [String: String] = [:]
-            try connection.query("SELECT key, value FROM meta") { secrets[$0.text(0)] = $0.text(1) }
-            return secrets
-        } catch {
-            throw .from(error)
-        }
-    }
-
-    private static func storedSecrets(postgres uri: String) throws(StoreError) -> [String: String] {
-        do {
-            let connection = try PostgresConnection(uri: uri)
-            var hasMeta = false
-            try connection.query("SELECT to_regclass('meta') IS NOT NULL") { hasMeta = $0.text(0) == "t" }
-            guard hasMeta else { return [:] }
+            var found = false
+            try connection.query(hasMeta) { _ in found = true }
+            guard found else { return [:] }
             var secrets: [String: String] = [:]
             try connection.query("SELECT key, value FROM meta") { secrets[$0.text(0)] = $0.text(1) }
             return secrets
