@@ -143,7 +143,7 @@ def online_on(relay, user):
        "presence.changed is sent once per transition; a killed node's devices go offline after its lease")
 def cross_node_presence(binary):
     receiver = EventReceiver()
-    a, b = pair(binary, "--node-lease-ms", "2000", "--push-delay-ms", "200", "--events-url", f"{receiver.base}/events")
+    a, b = pair(binary, "--node-lease-ms", "4000", "--push-delay-ms", "200", "--events-url", f"{receiver.base}/events")
     try:
         async def run():
             async with websockets.connect(ws_url(a, "gina")) as ws:
@@ -168,7 +168,7 @@ def cross_node_presence(binary):
             waited = time.monotonic() - killed
             assert wait_for(lambda: ("hugo", False) in [(e["data"]["userId"], e["data"]["online"])
                                                        for e in receiver.events("presence.changed")], 10)
-            return f"offline everywhere {waited:.1f} s after kill -9 (lease 2 s)"
+            return f"offline everywhere {waited:.1f} s after kill -9 (lease 4 s, renewed every 1.3 s)"
         return asyncio.run(run())
     finally:
         a.stop()
