@@ -26,8 +26,18 @@ ALICE=$(token alice)
 BOB=$(token bob)
 status=0
 for credential in contract-key "$ALICE" "$BOB"; do
-    "$ST" run openapi.yaml --url "$URL" -H "Authorization: Bearer $credential" --checks all --seed 1 \
-        -n "$EXAMPLES" --workers 2 --generation-database none --no-color >"$TMP/report" 2>&1 || status=1
+    for attempt in 1 2; do
+        status=0
+        "$ST" run openapi.yaml --url "$URL" -H "Authorization: Bearer $credential" --checks all --seed 1 \
+            -n "$EXAMPLES" --workers 2 --generation-database none --no-color >"$TMP/report" 2>&1 || status=1
+        # CPython 3.11.7 can fail hypothesis's description of a lambda with "AST constructor recursion
+        # depth mismatch" (a SystemError inside the tool, gh-106905, not a finding): run that pass again, once.
+        if [ $status -ne 0 ] && [ $attempt = 1 ] && grep -q "AST constructor recursion depth mismatch" "$TMP/report"; then
+            echo "schemathesis crashed inside CPython's ast module (not a finding); running this pass again"
+            continue
+        fi
+        break
+    done
     tail -n 12 "$TMP/report"
     if [ $status -ne 0 ]; then cat "$TMP/report"; break; fi
 done
