@@ -118,7 +118,9 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "RelayUnitTests",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayLocks", "WebSocketCodec"],
+            dependencies: [
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayLocks", "RelayTesting", "WebSocketCodec",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -38,6 +38,15 @@ final class LiveHub: Sendable {
         }
 
         var holdsOnlineDevices: Bool { devices.values.contains { $0.values.contains { $0.online } } }
+
+        /// Moves the lease on when a third of it is left and this node holds online devices;
+        /// returns its new end (for the store), nil when it was not due. The cheap comparison
+        /// comes first: the device scan runs once a lease period, not on every tick.
+        mutating func renewLeaseIfDue(at time: Timestamp, leaseMs: Int64) -> Timestamp? {
+            guard leaseUntil.milliseconds - time.milliseconds < leaseMs * 2 / 3, holdsOnlineDevices else { return nil }
+            leaseUntil = Timestamp(milliseconds: time.milliseconds + leaseMs)
+            return leaseUntil
+        }
     }
 
     private let state: LockedValue<State>
@@ -76,12 +85,10 @@ final class LiveHub: Sendable {
     /// (every node sees every change; one reports it).
     func reportDuePresence() {
         let time = now()
-        let (changes, renew) = state.withLock { state -> ([PresenceDebouncer.Change], Bool) in
-            let renew = state.holdsOnlineDevices && state.leaseUntil.milliseconds - time.milliseconds < leaseMs * 2 / 3
-            if renew { state.leaseUntil = Timestamp(milliseconds: time.milliseconds + leaseMs) }
-            return (state.debouncer.due(at: time), renew)
+        let (changes, lease) = state.withLock { state in
+            (state.debouncer.due(at: time), state.renewLeaseIfDue(at: time, leaseMs: leaseMs))
         }
-        if renew { store.renewLease(until: Timestamp(milliseconds: time.milliseconds + leaseMs)) }
+        if let lease { store.renewLease(until: lease) }
         guard store.delivers else { return }
         for change in changes { events.emit(.presenceChanged(change)) }
     }
@@ -95,17 +102,14 @@ final class LiveHub: Sendable {
     private func updating(_ userId: String, _ deviceId: String, _ body: (inout State) -> Void) {
         let time = now()
         defer { ticks.arm(afterMilliseconds: Self.tickIntervalMs) }
-        let (was, isOnline, renew) = state.withLock { state -> (Bool, Bool, Bool) in
+        let (was, isOnline, lease) = state.withLock { state -> (Bool, Bool, Timestamp?) in
             let was = state.deviceOnline(userId, deviceId)
             body(&state)
             state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
-            let isOnline = state.deviceOnline(userId, deviceId)
             // A first device online: the lease goes out with it.
-            let renew = isOnline && state.leaseUntil.milliseconds - time.milliseconds < leaseMs * 2 / 3
-            if renew { state.leaseUntil = Timestamp(milliseconds: time.milliseconds + leaseMs) }
-            return (was, isOnline, renew)
+            return (was, state.deviceOnline(userId, deviceId), state.renewLeaseIfDue(at: time, leaseMs: leaseMs))
         }
-        if renew { store.renewLease(until: Timestamp(milliseconds: time.milliseconds + leaseMs)) }
+        if let lease { store.renewLease(until: lease) }
         guard was != isOnline else { return }
         store.announcePresence(userId: userId, deviceId: deviceId, online: isOnline)
         if was { recordOffline(userId, deviceId) }

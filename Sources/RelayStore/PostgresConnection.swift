@@ -405,9 +405,7 @@ package final class PostgresConnection: SQLConnection {
         pointer.map { String(cString: $0) } ?? ""
     }
 
-    static func text(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
-        pointer.map { String(cString: $0) } ?? ""
-    }
+    static func text(_ pointer: UnsafeMutablePointer<CChar>?) -> String { text(UnsafePointer(pointer)) }
 
     /// A decimal integer as PostgreSQL writes it (0 for anything else).
     static func parseInt(_ pointer: UnsafePointer<CChar>?) -> Int64 {

@@ -2,26 +2,17 @@ import Foundation
 import RelayCore
 import RelayLocks
 import RelayStore
+import RelayTesting
 import Testing
 
 /// The store on SQLite, and on PostgreSQL when `PUSHRELAY_TEST_POSTGRES` names the socket
 /// directory of a test PostgreSQL (`make test-postgres`).
 @Suite struct SQLStoreTests: Sendable {
-    let path = SQLStoreTests.freshDatabase()
+    let path: String
 
-    /// A new SQLite file, or a new PostgreSQL database, for each test.
-    static func freshDatabase() -> String {
-        guard let socketDirectory = ProcessInfo.processInfo.environment["PUSHRELAY_TEST_POSTGRES"] else {
-            return FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite")
-                .path
-        }
-        let name = "u_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        let create = Process()
-        create.executableURL = URL(fileURLWithPath: "/usr/bin/createdb")
-        create.arguments = ["-h", socketDirectory, "-p", "5432", "-U", "postgres", name]
-        try? create.run()
-        create.waitUntilExit()
-        return "postgresql:///\(name)?host=\(socketDirectory)&port=5432&user=postgres"
+    init() throws {
+        path = try RelayProcess.freshDatabase(
+            in: FileManager.default.temporaryDirectory, name: "store-\(UUID().uuidString)")
     }
 
     /// `store` once it is the delivering node (on PostgreSQL it takes the delivery lease on a
