@@ -7,11 +7,14 @@ package enum HTTPRefusal: Sendable, Equatable {
     case conflictingFraming
     /// A decoded `%00` in the query string.
     case nulInQuery
+    /// A request that arrived on an open connection after a draining shutdown began (503).
+    case shuttingDown
 
     package var status: Int {
         switch self {
         case .bodyTooLarge: return 413
         case .conflictingFraming, .nulInQuery: return 400
+        case .shuttingDown: return 503
         }
     }
 
@@ -20,6 +23,7 @@ package enum HTTPRefusal: Sendable, Equatable {
         case .bodyTooLarge(let limit): return "the request body is larger than \(limit) bytes"
         case .conflictingFraming: return "a request may not carry both Content-Length and Transfer-Encoding"
         case .nulInQuery: return "the query string contains a NUL byte (%00)"
+        case .shuttingDown: return "the relay is shutting down"
         }
     }
 }

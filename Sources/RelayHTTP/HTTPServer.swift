@@ -57,8 +57,12 @@ package final class HTTPServer: @unchecked Sendable {
     private let logger: UnsafeMutablePointer<pr_mhd_logger>
     private var daemon: OpaquePointer?
     private var socket: ListenSocket?
-    /// Requests begun and not yet completed; shutdown waits for it to drain.
-    let inFlight = LockedValue(0)
+    /// Requests begun and not yet completed; shutdown waits for them to drain.
+    let inFlight = LockedValue(InFlight())
+    struct InFlight {
+        var count = 0
+        var draining = false
+    }
     private let requestCounter = Atomic<UInt64>(0)
     private let requestIdPrefix: String
 
@@ -129,7 +133,10 @@ package final class HTTPServer: @unchecked Sendable {
     package func shutdown(drainSeconds: Double = 10) {
         quiesce()
         guard let daemon else { return }
-        inFlight.withLock(when: { $0 == 0 }, waitingAtMost: Int64(drainSeconds * 1000)) { _ in }
+        // From here a new request on an open connection is refused at once, never suspended:
+        // MHD cannot stop with a suspended connection, and one could follow the last answer.
+        inFlight.withLock { $0.draining = true }
+        inFlight.withLock(when: { $0.count == 0 }, waitingAtMost: Int64(drainSeconds * 1000)) { _ in }
         MHD_stop_daemon(daemon)
         self.daemon = nil
         sweeper.stop()
@@ -155,8 +162,16 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         let context = RequestContext(
             method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
             id: server.nextRequestId(), connectionId: connectionId)
-        server.inFlight.withLock { $0 += 1 }
+        let draining = server.inFlight.withLock { state -> Bool in
+            state.count += 1
+            return state.draining
+        }
         contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
+        if draining {
+            context.dispatched = true
+            return queue(
+                server.configuration.render(.shuttingDown), requestId: context.id, on: connection, server: server)
+        }
         let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length").map { String(cString: $0) }
         let chunked = MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") != nil
         let expectsBody = chunked || (length.flatMap { Int($0) } ?? 0) > 0
@@ -239,9 +254,9 @@ private let completedHandler: MHD_RequestCompletedCallback = { serverPointer, co
     let context = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
     contextSlot.pointee = nil
     server.connections.requestCompleted(context.connectionId, now: MonotonicClock.milliseconds())
-    let left = server.inFlight.withLock { count -> Int in
-        count -= 1
-        return count
+    let left = server.inFlight.withLock { state -> Int in
+        state.count -= 1
+        return state.count
     }
     if left == 0 { server.inFlight.broadcast() }  // a draining shutdown waits for this
 }
