@@ -45,18 +45,16 @@ package struct ClusterObserver: Sendable {
 ///   `LISTEN`s on its own connection and hands the others' lines to the sessions it holds. When
 ///   that connection is lost, notifications may have been missed: once it is back, every
 ///   session reads its inbox again (the gap-fill by seq makes that exact).
-/// - **Delivery.** One node at a time delivers pushes and events and prunes: the holder of a
-///   session-level advisory lock, taken on a connection of its own. A node that dies (or loses
-///   that connection) loses the lock with its session, and a waiting node takes over at once;
+/// - **Delivery.** One node at a time delivers pushes and events and prunes: the one whose
+///   connection of its own holds the lock of the table `delivery_lease`, in a transaction left
+///   open. A node that dies (or loses that connection) loses the lock with its session, and a
+///   waiting node takes over at once;
 ///   its jobs were never marked claimed, so nothing is stranded. Delivery is thus not spread over
 ///   nodes, but coalescing and "no seq pushed twice" hold cluster-wide by construction.
 ///
 /// Both threads block in `poll` (no timer): an idle cluster does not wake up.
 package final class PostgresCluster: Sendable {
     static let channel = "pushrelay"
-    /// The advisory lock key of the delivery lease ("pushrela").
-    static let deliveryLock: Int64 = 0x7075_7368_7265_6C61
-
     let nodeId: String
     private let uri: String
     private let observer = LockedValue<ClusterObserver?>(nil)
@@ -145,22 +143,39 @@ package final class PostgresCluster: Sendable {
     // MARK: Delivery lease
 
     private func holdLease() {
-        while let connection = connect(then: nil) {
-            // Blocks in the server until the holder's session ends.
-            guard PQsendQuery(connection.handle, "SELECT pg_advisory_lock(\(Self.deliveryLock))") != 0 else { continue }
-            var granted = false
-            while !granted, wait(for: connection), PQconsumeInput(connection.handle) != 0 {
-                while PQisBusy(connection.handle) == 0, let result = PQgetResult(connection.handle) {
-                    granted = PQresultStatus(result) == PGRES_TUPLES_OK
+        // The holder's transaction stays open for as long as it delivers: no timeout may end it.
+        let settings = """
+            SET idle_in_transaction_session_timeout = 0; SET lock_timeout = 0; SET statement_timeout = 0;
+            SELECT FROM delivery_lease LIMIT 0
+            """
+        while let connection = connect(then: settings) {
+            // Blocks in the server until the holder's session ends. A table lock, not an advisory
+            // lock: waiting in `LOCK` holds no snapshot, while a `SELECT pg_advisory_lock(…)`
+            // waiting for hours would hold back the cleanup of every dead row in the database
+            // (each update of an inbox's head leaves one) for as long.
+            let lock = "BEGIN; LOCK TABLE delivery_lease IN EXCLUSIVE MODE"
+            guard PQsendQuery(connection.handle, lock) != 0 else { continue }
+            var answered = false
+            var granted = true
+            while !answered, wait(for: connection), PQconsumeInput(connection.handle) != 0 {
+                while PQisBusy(connection.handle) == 0 {
+                    guard let result = PQgetResult(connection.handle) else {
+                        answered = true
+                        break
+                    }
+                    if PQresultStatus(result) != PGRES_COMMAND_OK { granted = false }
                     PQclear(result)
                 }
             }
+            granted = granted && answered
             if granted {
                 leader.withLock { $0 = true }
                 observer.withLock { $0 }?.changed()
                 // Held until the session ends: wait for the connection to fail (or for stop).
                 while wait(for: connection), PQconsumeInput(connection.handle) != 0, !connection.isBroken {}
                 leader.withLock { $0 = false }
+            } else {
+                pause(milliseconds: 1000)  // refused (not merely lost): do not ask again at once
             }
             if stopped { return }
         }
@@ -183,11 +198,16 @@ package final class PostgresCluster: Sendable {
                     return connection
                 } catch {}
             }
-            var pollfd = Glibc.pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)
-            _ = poll(&pollfd, 1, delay)
+            pause(milliseconds: delay)
             delay = min(delay * 2, 2000)
         }
         return nil
+    }
+
+    /// Sleeps, unless stopped meanwhile.
+    private func pause(milliseconds: Int32) {
+        var pollfd = Glibc.pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)
+        _ = poll(&pollfd, 1, milliseconds)
     }
 
     /// Waits until the connection has input; false when stopping.

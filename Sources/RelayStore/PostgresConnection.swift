@@ -23,14 +23,24 @@ package final class PostgresConnection: SQLConnection {
         enum Command {
             case prepare(sql: String)
             case statement(sql: String)
+            /// The write transaction's `COMMIT`: its tag tells whether it committed.
+            case commit
+            /// A command of the transaction that publishes the notes: a failure is only noted.
+            case publication(sql: String)
         }
         var unread: [Command] = []
         var error: PostgresError?
+        var commitTag: String?
+        var publicationFailed = false
     }
     package let isInProcess = false
+    package private(set) var isOptimistic = false
+    package var prefetched = BatchPrefetch()
     package let greatest = "greatest"
     /// Sent to the other nodes at commit (`note`); see `PostgresCluster` for the format.
     private var notes: [String] = []
+    /// Notes of committed transactions whose publication failed: they go with the next one.
+    private var unsent: [String] = []
     private var notesAtSavepoint = 0
     /// Who this node is in those notes (the listener skips its own).
     var nodeId = ""
@@ -224,31 +234,45 @@ package final class PostgresConnection: SQLConnection {
             let result = PQgetResult(handle)
             let sql: String
             switch command {
-            case .prepare(let text), .statement(let text): sql = text
+            case .prepare(let text), .statement(let text), .publication(let text): sql = text
+            case .commit: sql = "COMMIT"
             }
-            var failed = result == nil
+            var failure: PostgresError?
             if result != nil {
                 do {
                     try check(result, sql)
-                    if case .statement = command { lastChanges = Int(Self.parseInt(PQcmdTuples(result))) }
+                    switch command {
+                    case .statement: lastChanges = Int(Self.parseInt(PQcmdTuples(result)))
+                    case .commit: current.commitTag = Self.text(PQcmdStatus(result))
+                    case .prepare, .publication: break
+                    }
                 } catch {
-                    failed = true
-                    current.error = current.error ?? error
+                    failure = error
                 }
                 PQclear(result)
                 while let extra = PQgetResult(handle) { PQclear(extra) }  // ends this command's results
             } else {
-                current.error = current.error ?? connectionError(sql)
+                failure = connectionError(sql)
             }
-            if failed, case .prepare(let text) = command { prepared[text] = nil }
+            if let failure {
+                switch command {
+                case .publication: current.publicationFailed = true
+                case .prepare(let text):
+                    prepared[text] = nil
+                    current.error = current.error ?? failure
+                case .statement, .commit: current.error = current.error ?? failure
+                }
+            }
         }
         current.unread.removeAll()
         pipeline = current
     }
 
-    /// Ends the pipeline: a sync point, every result up to it read, back to one command at a time.
-    private func finishPipeline() {
-        guard pipeline != nil else { return }
+    /// Ends the pipeline: a sync point, every result up to it read, back to one command at a
+    /// time. Returns what was read.
+    @discardableResult
+    private func finishPipeline() -> Pipeline {
+        guard pipeline != nil else { return Pipeline() }
         _ = PQpipelineSync(handle)
         readQueued()
         while let result = PQgetResult(handle) {
@@ -257,7 +281,8 @@ package final class PostgresConnection: SQLConnection {
             if status == PGRES_PIPELINE_SYNC { break }
         }
         _ = PQexitPipelineMode(handle)
-        pipeline = nil
+        defer { pipeline = nil }
+        return pipeline ?? Pipeline()
     }
 
     private func connectionError(_ sql: String?) -> PostgresError {
@@ -332,11 +357,14 @@ package final class PostgresConnection: SQLConnection {
     package func beginWrite(pipelined: Bool) throws {
         try reconnect()
         notes.removeAll(keepingCapacity: true)
+        prefetched = BatchPrefetch()
+        isOptimistic = false
         defer {
             if pipelined, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_INTRANS,
                 PQenterPipelineMode(handle) != 0
             {
                 pipeline = Pipeline()
+                isOptimistic = true
             }
         }
         do {
@@ -348,24 +376,34 @@ package final class PostgresConnection: SQLConnection {
         }
     }
 
+    /// Sends `COMMIT` and, queued behind it, the transaction that publishes the notes, then
+    /// reads every result in one round trip. If a pipelined statement had failed, the server
+    /// skipped everything after it: neither the commit nor the publication happened.
     package func commitWrite(maintenanceOnly: Bool) throws {
-        if !maintenanceOnly { try sendNotes() }
-        if pipeline != nil {
-            readQueued()
-            let failed = pipeline?.error
-            finishPipeline()
-            if let failed { throw failed }
+        isOptimistic = false
+        if pipeline == nil {
+            guard PQenterPipelineMode(handle) != 0 else { throw connectionError("COMMIT") }
+            pipeline = Pipeline()
         }
-        let result = PQexec(handle, "COMMIT")
-        defer { PQclear(result) }
-        try check(result, "COMMIT")
+        try send("COMMIT", [], as: .commit)
+        if !maintenanceOnly || !unsent.isEmpty { try sendPublication(unsent + notes) }
+        let finished = finishPipeline()
+        if let error = finished.error { throw error }
         // A transaction that had failed answers COMMIT with ROLLBACK: nothing was stored.
-        guard Self.text(PQcmdStatus(result)) == "COMMIT" else {
+        guard finished.commitTag == "COMMIT" else {
             throw PostgresError(sqlState: "40000", message: "the transaction was rolled back", sql: "COMMIT")
+        }
+        if finished.publicationFailed {
+            // Committed all the same; the notes wait for the next commit.
+            unsent += notes
+            if PQtransactionStatus(handle) == PQTRANS_INERROR { _ = try? execute("ROLLBACK") }
+        } else {
+            unsent.removeAll(keepingCapacity: true)
         }
     }
 
     package func rollbackWrite() {
+        isOptimistic = false
         finishPipeline()
         _ = try? execute("ROLLBACK")
     }
@@ -385,18 +423,37 @@ package final class PostgresConnection: SQLConnection {
 
     package func note(_ note: ClusterNote) { notes.append(note.line) }
 
-    /// One `pg_notify` per 7,000 bytes of notes (PostgreSQL takes 8,000 per payload); with no
-    /// notes, one that only says this node wrote (the others may have jobs due).
-    private func sendNotes() throws {
+    /// The notes as `pg_notify` calls in a transaction of their own that does not wait for its
+    /// WAL flush: a commit that notifies holds a database-wide lock from its notify to its end, so
+    /// inside the write transaction it would serialize every node's commits, each one's flush
+    /// included. The notes only point at rows already committed; if this transaction is lost in
+    /// a crash, the listeners' resync covers it. One `pg_notify` per 7,000 bytes of notes
+    /// (PostgreSQL takes 8,000 per payload); with no notes, one that only says this node wrote
+    /// (the others may have jobs due).
+    private func sendPublication(_ lines: [String]) throws(PostgresError) {
+        try send("BEGIN", [], as: .publication(sql: "BEGIN"))
+        let local = "SELECT set_config('synchronous_commit', 'off', true)"
+        try send(local, [], as: .publication(sql: local))
+        let notify = "SELECT pg_notify($1, $2)"
         var payload = nodeId
-        for note in notes {
-            if payload.utf8.count + note.utf8.count > 7000 {
-                try run("SELECT pg_notify(?, ?)", [.text(PostgresCluster.channel), .text(payload)])
+        for line in lines {
+            if payload.utf8.count + line.utf8.count > 7000 {
+                try send(notify, [.text(PostgresCluster.channel), .text(payload)], as: .publication(sql: notify))
                 payload = nodeId
             }
-            payload += "\n" + note
+            payload += "\n" + line
         }
-        try run("SELECT pg_notify(?, ?)", [.text(PostgresCluster.channel), .text(payload)])
+        try send(notify, [.text(PostgresCluster.channel), .text(payload)], as: .publication(sql: notify))
+        try send("COMMIT", [], as: .publication(sql: "COMMIT"))
+    }
+
+    /// Queues an unprepared command in the pipeline.
+    private func send(_ sql: String, _ bindings: [SQLValue], as command: Pipeline.Command) throws(PostgresError) {
+        let sent = withParameters(bindings) { values, lengths, formats in
+            PQsendQueryParams(handle, sql, Int32(bindings.count), nil, values, lengths, formats, 0)
+        }
+        guard sent != 0 else { throw connectionError(sql) }
+        pipeline?.unread.append(command)
     }
 
     // MARK: Values

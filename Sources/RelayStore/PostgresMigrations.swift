@@ -121,6 +121,11 @@ enum PostgresMigrations {
             PRIMARY KEY(node_id, user_id, device_id)
         );
         """,
+        // 3: the table whose lock makes a node the one that delivers (`PostgresCluster`). Nothing
+        // is ever stored in it.
+        """
+        CREATE TABLE delivery_lease(node_id TEXT);
+        """,
     ]
 
     /// The advisory lock nodes starting at once take around their migrations ("pushmigr").

@@ -39,6 +39,13 @@ package protocol SQLConnection: AnyObject {
     /// (each is a subtransaction and two round trips), and callers never lead (an HTTP thread
     /// would wait on the server, and on other nodes' commits).
     var isInProcess: Bool { get }
+    /// Whether this write transaction is a batch's optimistic pass (PostgreSQL: pipelined, no
+    /// savepoints; if anything in it fails, the batch runs again with a savepoint per write).
+    /// Its writes take what was read up front (`prefetched`) and leave the idempotency check to
+    /// the unique key of `messages` instead of waiting for a round trip each.
+    var isOptimistic: Bool { get }
+    /// What the optimistic pass read up front; empty otherwise.
+    var prefetched: BatchPrefetch { get set }
     /// Marks the start of one write inside the transaction.
     func savepoint() throws
     func releaseSavepoint() throws

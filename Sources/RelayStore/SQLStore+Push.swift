@@ -61,8 +61,12 @@ extension SQLStore {
         policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>
     ) throws -> Bool {
         var devices: [String] = []
-        try db.query("SELECT device_id FROM devices WHERE user_id = ? AND active = 1", [.text(userId)]) {
-            devices.append($0.text(0))
+        if db.isOptimistic, let prefetched = db.prefetched.devices[userId] {
+            devices = prefetched
+        } else {
+            try db.query("SELECT device_id FROM devices WHERE user_id = ? AND active = 1", [.text(userId)]) {
+                devices.append($0.text(0))
+            }
         }
         for deviceId in devices {
             // The device's open push window: the earliest due time still ahead (jobs already due
@@ -207,7 +211,7 @@ extension SQLStore {
         _ batch: PushBatch, result: PushResult, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writer(for: batch.userId).submit(
+        writer.submit(
             { db in
                 let time = Int64(now.milliseconds)
                 for id in batch.jobIds {
@@ -256,6 +260,7 @@ extension SQLStore {
                     try db.run(
                         "UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND device_id = ?",
                         [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
+                    db.prefetched.devices[batch.userId] = nil
                     try db.run(
                         """
                         UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
@@ -268,7 +273,7 @@ extension SQLStore {
     }
 
     package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {
-        writer(for: userId).submit(
+        writer.submit(
             { db in
                 try db.run(
                     """
@@ -395,7 +400,7 @@ extension SQLStore {
         userId: String, deviceId: String, badge: Int64, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writer(for: userId).submit(
+        writer.submit(
             { db in
                 var ackSeq: Int64 = 0
                 try db.query("SELECT ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) { ackSeq = $0.int64(0) }
@@ -430,7 +435,7 @@ extension SQLStore {
         id: Int64, now: Timestamp, expiresAt: Timestamp,
         completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void
     ) {
-        writers[0].submit(
+        writer.submit(
             { db in
                 var record: DeliveryRecord?
                 try db.query("SELECT \(Self.deliveryColumns) WHERE id = ?", [.int(id)]) {
@@ -465,7 +470,7 @@ package struct EventJob: Sendable {
 extension SQLStore {
     /// Queues an event (durably: it survives restarts), due at once.
     package func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp) {
-        writers[0].submit(
+        writer.submit(
             { db in
                 try db.run(
                     """
@@ -506,7 +511,7 @@ extension SQLStore {
         _ job: EventJob, result: PushResult, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writers[0].submit(
+        writer.submit(
             { db in
                 switch result {
                 case .delivered:

@@ -7,9 +7,10 @@ import RelayLocks
 /// database): the same statements on either (see `SQLConnection`), one writer thread per node
 /// with group commit, a pool of readers.
 package final class SQLStore: RelayStore {
-    /// One writer on SQLite; several on PostgreSQL, where a transaction's time is mostly round
-    /// trips to the server (a user's writes always go to the same one: `writer(for:)`).
-    let writers: [StoreWriter]
+    /// One writer on either engine. On PostgreSQL a batch costs three round trips however large
+    /// it is (begin; lock and read ahead; commit and publish), so one writer with large batches
+    /// beat four with small ones: 24k against 11k messages/s on the same box (`BENCHMARKS.md`).
+    let writer: StoreWriter
     private let readers: ReaderPool
     /// The epoch a user's inbox gets when it is created; derived, so that a read of an inbox
     /// that does not exist yet already names the epoch it will have.
@@ -40,22 +41,19 @@ package final class SQLStore: RelayStore {
             return
         }
         let nodeId = Self.randomHex(bytes: 8)
-        var writers: [StoreWriter] = []
+        let writer: StoreWriter
         do {
-            for index in 0..<Self.postgresWriters {
-                let connection = try PostgresConnection(uri: database)
-                if index == 0 { try PostgresMigrations.apply(to: connection) }
-                connection.nodeId = nodeId
-                writers.append(
-                    StoreWriter(
-                        connection: connection, onBatch: onBatch,
-                        lockKeys: { users, db in try Self.lockInboxes(users, db, epochFor: epochFor) }))
-            }
+            let connection = try PostgresConnection(uri: database)
+            try PostgresMigrations.apply(to: connection)
+            connection.nodeId = nodeId
+            writer = StoreWriter(
+                connection: connection, onBatch: onBatch,
+                lockKeys: { users, db in try Self.lockInboxes(users, db, epochFor: epochFor) })
         } catch {
             throw .from(error)
         }
         self.init(
-            writers: writers,
+            writer: writer,
             readers: ReaderPool { try PostgresConnection(uri: database) },
             cluster: PostgresCluster(uri: database, nodeId: nodeId), epochFor: epochFor, onFailure: onFailure)
     }
@@ -80,7 +78,7 @@ package final class SQLStore: RelayStore {
             throw .from(error)
         }
         self.init(
-            writers: [StoreWriter(connection: connection, onBatch: onBatch)],
+            writer: StoreWriter(connection: connection, onBatch: onBatch),
             readers: ReaderPool {
                 let reader = try SQLiteConnection(path: path, readOnly: true)
                 try reader.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
@@ -89,50 +87,57 @@ package final class SQLStore: RelayStore {
     }
 
     private init(
-        writers: [StoreWriter], readers: ReaderPool, cluster: PostgresCluster?,
+        writer: StoreWriter, readers: ReaderPool, cluster: PostgresCluster?,
         epochFor: @escaping @Sendable (String) -> String,
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void
     ) {
-        self.writers = writers
+        self.writer = writer
         self.readers = readers
         self.cluster = cluster
         self.epochFor = epochFor
         self.onFailure = onFailure
-        for writer in writers { writer.start() }
+        writer.start()
         cluster?.start()
-    }
-
-    /// PostgreSQL writer connections per node.
-    static let postgresWriters = 4
-
-    /// The writer of `userId`'s writes (so that they commit, and complete, in the order made).
-    func writer(for userId: String?) -> StoreWriter {
-        guard writers.count > 1, let userId else { return writers[0] }
-        var hash: UInt32 = 2_166_136_261  // FNV-1a
-        for byte in userId.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-        return writers[Int(hash % UInt32(writers.count))]
     }
 
     /// Locks the inbox rows of `users` (sorted) for the transaction, creating the missing ones
     /// (empty) first, in that order: see `StoreWriter.lockKeys`. One upsert does both — its
     /// no-op update locks a row that exists, its insert makes one that does not —, row after
     /// row in the order given, so two transactions creating the same new inboxes cannot wait on
-    /// each other in a circle either. (User ids are `[A-Za-z0-9._:@+=-]` and epochs hex: nothing
-    /// in them needs escaping in an array literal.)
+    /// each other in a circle either. In an optimistic pass the same round trip brings back the
+    /// head seqs and the active devices of those users (`BatchPrefetch`). (User ids are
+    /// `[A-Za-z0-9._:@+=-]` and epochs hex: nothing in them needs escaping in an array literal.)
     static func lockInboxes(_ users: [String], _ db: any SQLConnection, epochFor: (String) -> String) throws {
         func array(_ items: [String]) -> String { "{" + items.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}" }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        try db.run(
-            """
+        let lock = """
             INSERT INTO inboxes(user_id, epoch, head_seq, created_at)
             SELECT user_id, epoch, 0, ? FROM unnest(?::text[], ?::text[]) AS new(user_id, epoch) ORDER BY user_id
             ON CONFLICT(user_id) DO UPDATE SET head_seq = inboxes.head_seq
-            """,
-            [
-                .int(Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec / 1_000_000)), .text(array(users)),
-                .text(array(users.map(epochFor))),
-            ])
+            """
+        let bindings: [SQLValue] = [
+            .int(Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec / 1_000_000)), .text(array(users)),
+            .text(array(users.map(epochFor))),
+        ]
+        guard db.isOptimistic else { return try db.run(lock, bindings) }
+        var prefetched = BatchPrefetch()
+        try db.query(
+            """
+            WITH locked AS (\(lock) RETURNING user_id, head_seq)
+            SELECT l.user_id, l.head_seq, d.device_id FROM locked l
+            LEFT JOIN devices d ON d.user_id = l.user_id AND d.active = 1
+            """, bindings
+        ) { row in
+            let userId = row.text(0)
+            prefetched.heads[userId] = row.int64(1)
+            if row.isNull(2) {
+                prefetched.devices[userId, default: []] += []
+            } else {
+                prefetched.devices[userId, default: []].append(row.text(2))
+            }
+        }
+        db.prefetched = prefetched
     }
 
     /// Whether this node delivers pushes and events and prunes: always on SQLite; on PostgreSQL
@@ -163,7 +168,7 @@ package final class SQLStore: RelayStore {
 
     package func close() {
         cluster?.stop()
-        for writer in writers { writer.stop() }
+        writer.stop()
         readers.closeAll()
     }
 
@@ -172,7 +177,7 @@ package final class SQLStore: RelayStore {
     package func accept(_ new: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     {
         let epochFor = self.epochFor
-        writer(for: new.message.recipients.first).submit(
+        writer.submit(
             leadIfIdle: true, locking: new.message.recipients, { db in try Self.accept(new, db, epochFor: epochFor) },
             completion: completion)
     }
@@ -184,7 +189,7 @@ package final class SQLStore: RelayStore {
         // One write: every item commits with the others (or, if the transaction fails, none does).
         // It never leads: a 1,000-row transaction on an HTTP thread would stall that thread's other
         // connections for milliseconds (A/B at -c16: 162-165 batches/s either way).
-        writers[0].submit(
+        writer.submit(
             locking: messages.flatMap(\.message.recipients),
             { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } }, completion: completion)
     }
@@ -195,8 +200,11 @@ package final class SQLStore: RelayStore {
     ) throws -> AcceptOutcome {
         let message = new.message
         var existing: (fingerprint: [UInt8], recipients: String)?
-        try db.query("SELECT fingerprint, recipients FROM messages WHERE id = ?", [.text(message.id)]) {
-            existing = ($0.bytes(0), $0.text(1))
+        // (Optimistically, a replay fails the insert into `messages` instead, and is answered in the rerun.)
+        if !db.isOptimistic {
+            try db.query("SELECT fingerprint, recipients FROM messages WHERE id = ?", [.text(message.id)]) {
+                existing = ($0.bytes(0), $0.text(1))
+            }
         }
         if let existing {
             guard existing.fingerprint == new.fingerprint else { return AcceptOutcome.conflict }
@@ -209,9 +217,15 @@ package final class SQLStore: RelayStore {
         for userId in message.recipients {
             // The head row's next seq; a new inbox (and its epoch, worth a hash) only when there is none.
             var seq: Int64 = 0
-            try db.query(
-                "UPDATE inboxes SET head_seq = head_seq + 1 WHERE user_id = ? RETURNING head_seq", [.text(userId)]
-            ) { seq = $0.int64(0) }
+            if db.isOptimistic, let head = db.prefetched.heads[userId] {
+                seq = head + 1
+                db.prefetched.heads[userId] = seq
+                try db.run("UPDATE inboxes SET head_seq = ? WHERE user_id = ?", [.int(seq), .text(userId)])
+            } else {
+                try db.query(
+                    "UPDATE inboxes SET head_seq = head_seq + 1 WHERE user_id = ? RETURNING head_seq", [.text(userId)]
+                ) { seq = $0.int64(0) }
+            }
             if seq == 0 {
                 // (Another node may create it meanwhile: then its row is the one counted on.)
                 try db.query(
@@ -385,7 +399,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func markFetched(userId: String, seq: Int64) {
-        writer(for: userId).submit(
+        writer.submit(
             locking: [userId],
             { db in
                 try db.run(
@@ -398,7 +412,7 @@ package final class SQLStore: RelayStore {
         userId: String, seq: Int64, epoch: String?, now: Timestamp,
         completion: @escaping @Sendable (Result<AckOutcome, StoreError>) -> Void
     ) {
-        writer(for: userId).submit(
+        writer.submit(
             locking: [userId],
             { db in
                 let head = try self.head(userId, db)
@@ -417,7 +431,7 @@ package final class SQLStore: RelayStore {
     package func putDevice(
         _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void
     ) {
-        writer(for: device.userId).submit(
+        writer.submit(
             { db in
                 var createdAt: Int64?
                 try db.query(
@@ -426,6 +440,7 @@ package final class SQLStore: RelayStore {
                 ) { createdAt = $0.int64(0) }
                 var stored = device
                 if let createdAt { stored.createdAt = Timestamp(milliseconds: createdAt) }
+                db.prefetched.devices[device.userId] = nil
                 if let matrix = device.matrix {
                     // One device per pushkey: the newest registration takes it over (the app
                     // was reinstalled, or the user signed in on another account).
@@ -461,9 +476,10 @@ package final class SQLStore: RelayStore {
         userId: String, deviceId: String, at time: Timestamp,
         completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
-        writer(for: userId).submit(
+        writer.submit(
             { db in
                 try db.run("DELETE FROM devices WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
+                db.prefetched.devices[userId] = nil
                 let existed = db.changes > 0
                 // Its pending pushes can never go anywhere now (a device registered again later
                 // starts afresh).
@@ -535,7 +551,7 @@ package final class SQLStore: RelayStore {
         userId: String, deviceId: String, at time: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        writer(for: userId).submit(
+        writer.submit(
             { db in
                 try db.run(
                     """
@@ -561,7 +577,7 @@ package final class SQLStore: RelayStore {
     package func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String {
         let candidate = generate()
         let result = waitFor { (completion: @escaping @Sendable (Result<String, StoreError>) -> Void) in
-            writers[0].submit(
+            writer.submit(
                 { db in
                     // The first node to store it wins; every other one reads that.
                     try db.run(
@@ -582,7 +598,7 @@ package final class SQLStore: RelayStore {
         // On a cluster, the node that delivers also prunes (one pass at a time, no lock fights).
         guard delivers else { return completion(.success(PruneResult(removed: 0, nextDue: nil))) }
         let cutoff = now.milliseconds - retentionSeconds * 1000
-        writers[0].submit(
+        writer.submit(
             maintenance: true,
             { db in
                 try db.execute(
@@ -636,7 +652,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func checkWritable(completion: @escaping @Sendable (Bool) -> Void) {
-        writers[0].submit(
+        writer.submit(
             { db in
                 try db.run(
                     """
@@ -676,7 +692,7 @@ extension SQLStore {
 
     package func announcePresence(userId: String, deviceId: String, online: Bool) {
         guard let cluster else { return }
-        writer(for: userId).submit(
+        writer.submit(
             { db in
                 if online {
                     try db.run(
@@ -693,7 +709,7 @@ extension SQLStore {
 
     package func renewLease(until: Timestamp) {
         guard let cluster else { return }
-        writers[0].submit(
+        writer.submit(
             { db in
                 try db.run(
                     """
@@ -725,7 +741,7 @@ extension SQLStore {
 
     package func forgetNode(_ nodeId: String) {
         guard cluster != nil else { return }
-        writers[0].submit(
+        writer.submit(
             { db in
                 try db.run("DELETE FROM online_devices WHERE node_id = ?", [.text(nodeId)])
                 try db.run("DELETE FROM nodes WHERE node_id = ?", [.text(nodeId)])

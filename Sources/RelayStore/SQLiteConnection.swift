@@ -88,6 +88,8 @@ package final class SQLiteConnection: SQLConnection {
     package let isInProcess = true
     package let greatest = "max"
     package let isBroken = false
+    package let isOptimistic = false
+    package var prefetched = BatchPrefetch()
 
     package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN")

@@ -6,6 +6,7 @@ Needs PUSHRELAY_TEST_POSTGRES (run it through `Tests/Postgres/pg.sh run`).
 Usage: cluster_peer.py PATH_TO_PUSHRELAY
 """
 import asyncio
+import http.client
 import json
 import os
 import subprocess
@@ -407,6 +408,80 @@ def database_outage(binary):
         missing = acknowledged - set(ids)
         assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
         return f"{len(refused)} writes refused with 503 during the outage, {len(acknowledged)} acknowledged, all stored"
+    finally:
+        a.stop()
+        b.stop()
+
+
+def psql(relay, sql):
+    database = relay.db.split("///")[1].split("?")[0]
+    return subprocess.run(
+        ["psql", "-h", os.environ["PUSHRELAY_TEST_POSTGRES"], "-U", "postgres", "-d", database, "-Atc", sql],
+        capture_output=True, text=True, check=True).stdout.strip()
+
+
+@check("the node waiting to deliver holds no snapshot, so it holds back no cleanup of dead rows")
+def waiting_node_holds_no_snapshot(binary):
+    a, b = pair(binary)
+    try:
+        waiting = "FROM pg_stat_activity WHERE query LIKE '%LOCK TABLE delivery_lease%' AND wait_event_type = 'Lock'"
+        assert wait_for(lambda: psql(a, f"SELECT count(*) {waiting}") == "1", 10), psql(a, "SELECT * FROM pg_stat_activity")
+        for relay in (a, b):  # while both write
+            for n in range(20):
+                assert post(relay, f"x{relay.port}-{n}", ["xavier"])[0] == 202
+        xmin = psql(a, f"SELECT coalesce(backend_xmin::text, 'none') {waiting}")
+        assert xmin == "none", f"the waiting node's backend holds xmin {xmin}"
+        return "one node waits in LOCK TABLE with no backend_xmin"
+    finally:
+        a.stop()
+        b.stop()
+
+
+@check("a node stopped (SIGTERM) under load on keep-alive connections exits cleanly; every 2xx is stored")
+def graceful_stop_under_load(binary):
+    a, b = pair(binary)
+    acknowledged, refused = set(), []
+    lock = threading.Lock()
+
+    def poster(stop, worker):
+        connection = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
+        for n in range(100000):
+            msg_id = f"g{stop}-{worker}-{n}"
+            body = json.dumps({"id": msg_id, "recipients": [f"g{worker}"], "payload": {}})
+            try:
+                connection.request("POST", "/v1/messages", body,
+                                   {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+                response = connection.getresponse()
+                answer = json.loads(response.read() or b"{}")
+            except (OSError, http.client.HTTPException, ValueError):
+                return
+            with lock:
+                if response.status == 202:
+                    acknowledged.add(msg_id)
+                else:
+                    refused.append((response.status, answer.get("error", {}).get("code")))
+            if response.getheader("Connection", "").lower() == "close":
+                return
+
+    try:
+        for stop in range(5):
+            threads = [threading.Thread(target=poster, args=(stop, w)) for w in range(8)]
+            for thread in threads:
+                thread.start()
+            time.sleep(0.7)
+            a.proc.terminate()
+            code = a.proc.wait(15)
+            for thread in threads:
+                thread.join()
+            assert code == 0, f"exit status {code} after SIGTERM under load"
+            a.start()
+        assert all(r == (503, "shutting_down") for r in refused), refused[:5]
+        stored = set()
+        for worker in range(8):
+            stored |= set(seqs_of(b, f"g{worker}")[1])
+        missing = acknowledged - stored
+        assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
+        return f"5 stops, exit 0 each; {len(acknowledged)} acknowledged, all stored; {len(refused)} refused with 503"
     finally:
         a.stop()
         b.stop()
