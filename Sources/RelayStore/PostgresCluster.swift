@@ -46,7 +46,7 @@ package struct ClusterObserver: Sendable {
 ///   that connection is lost, notifications may have been missed: once it is back, every
 ///   session reads its inbox again (the gap-fill by seq makes that exact).
 /// - **Delivery.** One node at a time delivers pushes and events and prunes: the one whose
-///   connection of its own holds the lock of the table `delivery_lease`, in a transaction left
+///   connection of its own holds the lock of the view `delivery_lease`, in a transaction left
 ///   open. A node that dies (or loses that connection) loses the lock with its session, and a
 ///   waiting node takes over at once;
 ///   its jobs were never marked claimed, so nothing is stranded. Delivery is thus not spread over
