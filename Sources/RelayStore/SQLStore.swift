@@ -131,11 +131,9 @@ package final class SQLStore: RelayStore {
         ) { row in
             let userId = row.text(0)
             prefetched.heads[userId] = row.int64(1)
-            if row.isNull(2) {
-                prefetched.devices[userId, default: []] += []
-            } else {
-                prefetched.devices[userId, default: []].append(row.text(2))
-            }
+            var devices = prefetched.devices[userId] ?? []  // (a user without devices: one row, NULL)
+            if !row.isNull(2) { devices.append(row.text(2)) }
+            prefetched.devices[userId] = devices
         }
         db.prefetched = prefetched
     }
