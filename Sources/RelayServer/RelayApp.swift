@@ -43,7 +43,7 @@ package final class RelayApp: @unchecked Sendable {
             database: config.db, epochFor: { epochKey.epoch(for: $0) },
             onBatch: { batch in
                 metrics.recordBatch(size: batch.writes)
-                if !batch.maintenanceOnly { commits.fire() }
+                commits.fire(batch.effect)
             },
             onFailure: { write, error in logger.error("store write failed", ("write", write), ("error", "\(error)")) })
         let secrets = try Secrets.resolve(config: config, store: store)
@@ -73,10 +73,10 @@ package final class RelayApp: @unchecked Sendable {
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
             now: clock)
-        commits.listen { [weak notifier] in notifier?.wake() }
+        commits.listen(from: .jobs) { [weak notifier] in notifier?.wake() }
         let prune = self.prune
         let pruneIntervalMs = config.pruneIntervalS * 1000
-        commits.listen { prune.arm(afterMilliseconds: pruneIntervalMs) }
+        commits.listen(from: .data) { prune.arm(afterMilliseconds: pruneIntervalMs) }
         let auth = Authenticator(
             serverKeys: secrets.serverKeys, tokens: tokens, revocations: TokenRevocations(try store.tokenRevocations()),
             limiter: RateLimiter(
@@ -104,7 +104,7 @@ package final class RelayApp: @unchecked Sendable {
                     auth.revocations.revoke(userId: userId, deviceId: deviceId, atSeconds: seconds)
                     hub?.close(userId: userId, deviceId: deviceId, reason: "device deleted")
                 },
-                changed: { commits.fire() },
+                changed: { commits.fire($0) },
                 resync: { [weak hub, weak store] in
                     if let revoked = try? store?.tokenRevocations() { auth.revocations.merge(revoked) }
                     hub?.loadClusterPresence()

@@ -12,6 +12,9 @@ package enum ClusterNote: Sendable, Equatable {
     /// A device was deleted: its tokens issued up to then are refused, its sockets closed:
     /// `r <user> <device> <seconds>`.
     case revoked(userId: String, deviceId: String, atSeconds: Int64)
+    /// Push or event jobs may have been queued or changed (`WriteEffect.jobs`): the delivering
+    /// node looks at its outbox again: `j`.
+    case jobs
 
     /// The line on the wire (user and device ids have no spaces: `Identifier`).
     var line: String {
@@ -20,6 +23,7 @@ package enum ClusterNote: Sendable, Equatable {
         case .presence(let userId, let deviceId, let online): return "p \(userId) \(deviceId) \(online ? 1 : 0)"
         case .lease(let until): return "l \(until.milliseconds)"
         case .revoked(let userId, let deviceId, let seconds): return "r \(userId) \(deviceId) \(seconds)"
+        case .jobs: return "j"
         }
     }
 
@@ -34,6 +38,8 @@ package enum ClusterNote: Sendable, Equatable {
         case ("r", 4):
             guard let seconds = Int64(fields[3]) else { return nil }
             self = .revoked(userId: String(fields[1]), deviceId: String(fields[2]), atSeconds: seconds)
+        case ("j", 1):
+            self = .jobs
         case ("l", 2):
             guard let until = Int64(fields[1]) else { return nil }
             self = .lease(until: Timestamp(milliseconds: until))

@@ -14,9 +14,9 @@ package struct ClusterObserver: Sendable {
     package var lease: @Sendable (_ nodeId: String, _ until: Timestamp) -> Void
     /// A device was deleted on another node: its tokens up to `atSeconds` are revoked.
     package var revoked: @Sendable (_ userId: String, _ deviceId: String, _ atSeconds: Int64) -> Void
-    /// Another node wrote something (push or event jobs may be due), or this node became the one
-    /// that delivers.
-    package var changed: @Sendable () -> Void
+    /// Another node wrote something (`.jobs`: push or event jobs may be due), or this node became
+    /// the one that delivers (`.jobs`).
+    package var changed: @Sendable (WriteEffect) -> Void
     /// Notifications may have been missed (the listening connection was lost): every session
     /// reads its inbox again.
     package var resync: @Sendable () -> Void
@@ -26,7 +26,7 @@ package struct ClusterObserver: Sendable {
         presence: @escaping @Sendable (_ nodeId: String, _ userId: String, _ deviceId: String, _ online: Bool) -> Void,
         lease: @escaping @Sendable (_ nodeId: String, _ until: Timestamp) -> Void,
         revoked: @escaping @Sendable (_ userId: String, _ deviceId: String, _ atSeconds: Int64) -> Void,
-        changed: @escaping @Sendable () -> Void, resync: @escaping @Sendable () -> Void
+        changed: @escaping @Sendable (WriteEffect) -> Void, resync: @escaping @Sendable () -> Void
     ) {
         self.committed = committed
         self.presence = presence
@@ -128,16 +128,18 @@ package final class PostgresCluster: Sendable {
         var lines = payload.split(separator: "\n", omittingEmptySubsequences: false)[...]
         guard let sender = lines.popFirst(), sender != nodeId, let observer = observer.withLock({ $0 }) else { return }
         let node = String(sender)
+        var effect = WriteEffect.data
         for line in lines {
             switch ClusterNote(line: line) {
             case .committed(let userId, let seq): observer.committed(userId, seq)
             case .presence(let userId, let deviceId, let online): observer.presence(node, userId, deviceId, online)
             case .lease(let until): observer.lease(node, until)
             case .revoked(let userId, let deviceId, let seconds): observer.revoked(userId, deviceId, seconds)
+            case .jobs: effect = .jobs
             case nil: continue
             }
         }
-        observer.changed()
+        observer.changed(effect)
     }
 
     // MARK: Delivery lease
@@ -170,7 +172,7 @@ package final class PostgresCluster: Sendable {
             granted = granted && answered
             if granted {
                 leader.withLock { $0 = true }
-                observer.withLock { $0 }?.changed()
+                observer.withLock { $0 }?.changed(.jobs)
                 // Held until the session ends: wait for the connection to fail (or for stop).
                 while wait(for: connection), PQconsumeInput(connection.handle) != 0, !connection.isBroken {}
                 leader.withLock { $0 = false }

@@ -379,14 +379,15 @@ package final class PostgresConnection: SQLConnection {
     /// Sends `COMMIT` and, queued behind it, the transaction that publishes the notes, then
     /// reads every result in one round trip. If a pipelined statement had failed, the server
     /// skipped everything after it: neither the commit nor the publication happened.
-    package func commitWrite(maintenanceOnly: Bool) throws {
+    package func commitWrite(effect: WriteEffect) throws {
         isOptimistic = false
+        if effect == .jobs { notes.append(ClusterNote.jobs.line) }
         if pipeline == nil {
             guard PQenterPipelineMode(handle) != 0 else { throw connectionError("COMMIT") }
             pipeline = Pipeline()
         }
         try send("COMMIT", [], as: .commit)
-        if !maintenanceOnly || !unsent.isEmpty { try sendPublication(unsent + notes) }
+        if effect > .maintenance || !unsent.isEmpty { try sendPublication(unsent + notes) }
         let finished = finishPipeline()
         if let error = finished.error { throw error }
         // A transaction that had failed answers COMMIT with ROLLBACK: nothing was stored.
@@ -429,7 +430,7 @@ package final class PostgresConnection: SQLConnection {
     /// included. The notes only point at rows already committed; if this transaction is lost in
     /// a crash, the listeners' resync covers it. One `pg_notify` per 7,000 bytes of notes
     /// (PostgreSQL takes 8,000 per payload); with no notes, one that only says this node wrote
-    /// (the others may have jobs due).
+    /// (the delivering node's retention hears of it).
     private func sendPublication(_ lines: [String]) throws(PostgresError) {
         try send("BEGIN", [], as: .publication(sql: "BEGIN"))
         let local = "SELECT set_config('synchronous_commit', 'off', true)"

@@ -163,9 +163,24 @@ package struct TokenRevocation: Sendable, Equatable {
 package struct CommittedBatch: Sendable {
     /// Writes in it.
     package var writes: Int
-    /// Only housekeeping (retention): nothing in it creates work for anyone, so it wakes no one
-    /// (a retention pass woken by its own commit would run forever).
-    package var maintenanceOnly: Bool
+    /// Whom it concerns: the largest effect of its writes.
+    package var effect: WriteEffect
+}
+
+/// What committing a write means for those who act on the store's contents (the notifier, the
+/// retention pass), in increasing order: each listener is woken from its own level up.
+package enum WriteEffect: Int, Sendable, Comparable {
+    /// Only housekeeping (retention): it wakes no one (a retention pass woken by its own commit
+    /// would run forever).
+    case maintenance
+    /// Stored data, but no push or event job can have changed: a message whose recipients have
+    /// no registered device. Retention hears of it; the notifier need not look (under load it
+    /// would look after every commit, and on PostgreSQL each look costs round trips).
+    case data
+    /// Push or event jobs may have been queued, changed or fallen due.
+    case jobs
+
+    package static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// What one retention pass did, and when the next one has work.

@@ -30,8 +30,8 @@ package protocol SQLConnection: AnyObject {
     /// a transaction that fails whole when any write in it fails.
     func beginWrite(pipelined: Bool) throws
     /// Commits it; unless it was only housekeeping, the other nodes hear of it (with the notes
-    /// taken since `beginWrite`).
-    func commitWrite(maintenanceOnly: Bool) throws
+    /// taken since `beginWrite`, and whether jobs may have changed: `effect`).
+    func commitWrite(effect: WriteEffect) throws
     func rollbackWrite()
     /// Whether statements are function calls in this process (SQLite), or round trips to a
     /// server (PostgreSQL). In process, a savepoint per write costs next to nothing and a caller

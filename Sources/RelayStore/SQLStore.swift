@@ -176,8 +176,8 @@ package final class SQLStore: RelayStore {
     {
         let epochFor = self.epochFor
         writer.submit(
-            leadIfIdle: true, locking: new.message.recipients, { db in try Self.accept(new, db, epochFor: epochFor) },
-            completion: completion)
+            effect: \.effect, leadIfIdle: true, locking: new.message.recipients,
+            { db in try Self.accept(new, db, epochFor: epochFor) }, completion: { completion($0.map(\.outcome)) })
     }
 
     package func acceptBatch(
@@ -188,14 +188,22 @@ package final class SQLStore: RelayStore {
         // It never leads: a 1,000-row transaction on an HTTP thread would stall that thread's other
         // connections for milliseconds (A/B at -c16: 162-165 batches/s either way).
         writer.submit(
-            locking: messages.flatMap(\.message.recipients),
-            { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } }, completion: completion)
+            effect: { $0.map(\.effect).max() ?? .data }, locking: messages.flatMap(\.message.recipients),
+            { db in try messages.map { try Self.accept($0, db, epochFor: epochFor) } },
+            completion: { completion($0.map { $0.map(\.outcome) }) })
+    }
+
+    /// What `accept` did, and whether it queued push jobs (`WriteEffect.jobs`: a recipient has a
+    /// registered device) or only stored data.
+    struct Accepted: Sendable {
+        var outcome: AcceptOutcome
+        var effect: WriteEffect
     }
 
     /// One message into the inboxes of its recipients, inside the caller's transaction.
     static func accept(
         _ new: NewMessage, _ db: any SQLConnection, epochFor: (String) -> String
-    ) throws -> AcceptOutcome {
+    ) throws -> Accepted {
         let message = new.message
         var existing: (fingerprint: [UInt8], recipients: String)?
         // (Optimistically, a replay fails the insert into `messages` instead, and is answered in the rerun.)
@@ -205,13 +213,14 @@ package final class SQLStore: RelayStore {
             }
         }
         if let existing {
-            guard existing.fingerprint == new.fingerprint else { return AcceptOutcome.conflict }
-            return .replay(Self.decodeRecipients(existing.recipients))
+            guard existing.fingerprint == new.fingerprint else { return Accepted(outcome: .conflict, effect: .data) }
+            return Accepted(outcome: .replay(Self.decodeRecipients(existing.recipients)), effect: .data)
         }
         let now = new.now.milliseconds
         let expiresAt = now + message.ttlSeconds * 1000
         var results: [RecipientSeq] = []
         results.reserveCapacity(message.recipients.count)
+        var effect = WriteEffect.data
         for userId in message.recipients {
             // The head row's next seq; a new inbox (and its epoch, worth a hash) only when there is none.
             var seq: Int64 = 0
@@ -239,10 +248,10 @@ package final class SQLStore: RelayStore {
             if let policy = new.delivery,
                 try Self.queuePushJobs(
                     db, userId: userId, seq: seq, message: message, now: new.now, policy: policy,
-                    expiresAt: Timestamp(milliseconds: expiresAt), online: online),
-                online.isEmpty
+                    expiresAt: Timestamp(milliseconds: expiresAt), online: online)
             {
-                initial = .push
+                effect = .jobs
+                if online.isEmpty { initial = .push }
             }
             try db.run(
                 """
@@ -269,7 +278,7 @@ package final class SQLStore: RelayStore {
                 .text(message.priority.rawValue), .optional(message.collapseKey), .int(now), .int(expiresAt),
                 .text(Self.encodeRecipients(results)),
             ])
-        return .accepted(results)
+        return Accepted(outcome: .accepted(results), effect: effect)
     }
 
     /// Recipients as stored: `[["user", seq, "delivery"], …]`.
@@ -597,7 +606,7 @@ package final class SQLStore: RelayStore {
         guard delivers else { return completion(.success(PruneResult(removed: 0, nextDue: nil))) }
         let cutoff = now.milliseconds - retentionSeconds * 1000
         writer.submit(
-            maintenance: true,
+            effect: { _ in .maintenance },
             { db in
                 try db.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq BIGINT NOT NULL, message_id TEXT NOT NULL)"

@@ -100,7 +100,7 @@ package final class SQLiteConnection: SQLConnection {
     // MARK: Writes (one writer: BEGIN IMMEDIATE takes the write lock at once)
 
     package func beginWrite(pipelined: Bool) throws { try execute("BEGIN IMMEDIATE") }
-    package func commitWrite(maintenanceOnly: Bool) throws { try execute("COMMIT") }
+    package func commitWrite(effect: WriteEffect) throws { try execute("COMMIT") }
     package func rollbackWrite() { _ = try? execute("ROLLBACK") }
     package func savepoint() throws { try execute("SAVEPOINT op") }
     package func releaseSavepoint() throws { try execute("RELEASE op") }

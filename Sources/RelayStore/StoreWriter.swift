@@ -19,16 +19,20 @@ package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
         /// Runs inside a savepoint of the current transaction; returns what completes it once the
         /// transaction's fate is known (it carries the write's value, if any).
-        let run: @Sendable (any SQLConnection) throws -> Completion
+        let run: @Sendable (any SQLConnection) throws -> Ran
         /// Completes it when the write itself (or the transaction's start) failed.
         let fail: @Sendable (StoreError) -> Void
-        /// Housekeeping (see `CommittedBatch.maintenanceOnly`).
-        let maintenance: Bool
         /// Keys (user ids) whose rows this write locks (see `lockKeys`).
         let keys: [String]
     }
 
     private typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
+
+    /// A write that ran: what completes it, and what its commit means for the listeners.
+    private struct Ran {
+        let completion: Completion
+        let effect: WriteEffect
+    }
 
     /// What `submit` does with a write.
     private enum Admission { case closed, queued, leading }
@@ -79,7 +83,8 @@ package final class StoreWriter: @unchecked Sendable {
     }
 
     /// Queues `work`; `completion` runs on the completion queue after the commit (or the failure).
-    /// A `maintenance` write does not count as a change for the commit's listeners.
+    /// `effect` tells, from the write's value, what its commit means for the listeners
+    /// (`CommittedBatch.effect`).
     ///
     /// With `leadIfIdle`, a caller that finds the writer idle and nothing queued commits its
     /// write itself, on its own thread, and runs the completion there before returning: a lone
@@ -89,16 +94,16 @@ package final class StoreWriter: @unchecked Sendable {
     /// might need (the HTTP handlers: a completion runs live delivery); a write submitted by a
     /// completion (the Matrix gateway stores an event's messages one after the other) is queued.
     func submit<T: Sendable>(
-        maintenance: Bool = false, leadIfIdle: Bool = false, locking keys: [String] = [],
-        _ work: @escaping @Sendable (any SQLConnection) throws -> T,
+        effect: @escaping @Sendable (T) -> WriteEffect = { _ in .jobs }, leadIfIdle: Bool = false,
+        locking keys: [String] = [], _ work: @escaping @Sendable (any SQLConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         let operation = Operation(
             run: { connection in
                 let value = try work(connection)
-                return { outcome in completion(outcome.map { value }) }
+                return Ran(completion: { outcome in completion(outcome.map { value }) }, effect: effect(value))
             },
-            fail: { completion(.failure($0)) }, maintenance: maintenance, keys: keys)
+            fail: { completion(.failure($0)) }, keys: keys)
         let mayLead =
             leadIfIdle && connection.isInProcess && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
         let admission = state.withLock { state -> Admission in
@@ -207,6 +212,7 @@ package final class StoreWriter: @unchecked Sendable {
             return .finished { for operation in batch { operation.fail(failure) } }
         }
         var succeeded: [Completion] = []
+        var effect = WriteEffect.maintenance  // (a batch whose every write failed changed nothing)
         var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
         succeeded.reserveCapacity(batch.count)
         for operation in batch {
@@ -215,9 +221,10 @@ package final class StoreWriter: @unchecked Sendable {
                 tries += 1
                 do {
                     if guarded { try connection.savepoint() }
-                    let completion = try operation.run(connection)
+                    let ran = try operation.run(connection)
                     if guarded { try connection.releaseSavepoint() }
-                    succeeded.append(completion)
+                    succeeded.append(ran.completion)
+                    effect = max(effect, ran.effect)
                 } catch  where !guarded && !connection.isBroken {
                     connection.rollbackWrite()
                     return .writeFailed
@@ -237,10 +244,9 @@ package final class StoreWriter: @unchecked Sendable {
             }
         }
         let outcome: Result<Void, StoreError>
-        let maintenanceOnly = batch.allSatisfy(\.maintenance)
         do {
-            try connection.commitWrite(maintenanceOnly: maintenanceOnly)
-            onBatch(CommittedBatch(writes: batch.count, maintenanceOnly: maintenanceOnly))
+            try connection.commitWrite(effect: effect)
+            onBatch(CommittedBatch(writes: batch.count, effect: effect))
             outcome = .success(())
         } catch  where DatabaseError.from(error).lostRace {
             connection.rollbackWrite()

@@ -285,6 +285,26 @@ def cross_node_pushes(binary):
         receiver.server.shutdown()
 
 
+@check("a message posted on the node that does not deliver wakes the one that does: pushed, not left waiting")
+def pushes_woken_across_nodes(binary):
+    receiver = Receiver()
+    a, b = pair(binary, "--push-delay-ms", "50")
+    try:
+        status, body = a.http("PUT", "/v1/users/erin/devices/phone", {"pushUrl": f"{receiver.base}/erin"})
+        assert status in (200, 201), body
+        # The test does not choose which node delivers: it posts on each in turn, one message at a
+        # time, each push awaited before the next post, so that no commit of the delivering node's
+        # own can be what wakes it. Nothing else runs (no socket, no lease renewal).
+        for n in range(1, 21):
+            assert post(a if n <= 10 else b, f"e{n}", ["erin"])[0] == 202
+            assert wait_for(lambda: n in receiver.seqs(), 10), (n, receiver.seqs())
+        return "20 messages, 10 posted on each node, each pushed before the next was posted"
+    finally:
+        a.stop()
+        b.stop()
+        receiver.server.shutdown()
+
+
 @check("kill -9 of one node under posters retrying on the other: nothing acknowledged lost, no duplicate, no gap; "
        "the client resumes on the surviving node")
 def kill_one_node(binary):

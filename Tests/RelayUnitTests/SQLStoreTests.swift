@@ -42,17 +42,31 @@ import Testing
     }
 
     /// A retention pass wakes nobody (it is re-armed by writes, and would otherwise re-arm
-    /// itself forever); a message's commit does.
-    @Test func onlyCommitsWithRealWritesCountAsChanges() async throws {
+    /// itself forever); a message's commit wakes retention, and the notifier only when a
+    /// recipient has a device (only then can a push job exist); any other write wakes both.
+    @Test func commitsTellWhomTheyConcern() async throws {
         let batches = Batches()
         let store = try Self.delivering(
             SQLStore(database: path, epochFor: { "epoch-\($0)" }, onBatch: { batches.append($0) }))
         defer { store.close() }
-        _ = try await Self.accept(store, try message("m1", ["u"]))
+        let policy = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
+        var new = try message("m1", ["u"])
+        new.delivery = policy
+        _ = try await Self.accept(store, new)
+        _ = try await withCheckedThrowingContinuation { continuation in
+            store.putDevice(
+                Device(
+                    userId: "u", deviceId: "phone", pushURL: "http://127.0.0.1:9/p", platform: nil,
+                    contentFree: false, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+            ) { continuation.resume(with: $0) }
+        }
+        new = try message("m2", ["u", "nobody"])
+        new.delivery = policy
+        _ = try await Self.accept(store, new)
         let _: PruneResult = try await withCheckedThrowingContinuation { continuation in
             store.prune(now: Timestamp(milliseconds: 2_000_000), retentionSeconds: 0) { continuation.resume(with: $0) }
         }
-        #expect(batches.all.map(\.maintenanceOnly) == [false, true])
+        #expect(batches.all.map(\.effect) == [.data, .jobs, .jobs, .maintenance])
     }
 
     final class Batches: Sendable {
