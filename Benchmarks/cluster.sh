@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The PostgreSQL store and two nodes, beside SQLite, in one run each (RUNS, default 2):
 #   ingest  wrk -t2 -c64 POST /v1/messages over 1,000 users: SQLite; PostgreSQL, one node;
-#           PostgreSQL, two nodes (two wrk -t1 -c32, one per node, at the same time; summed)
+#           PostgreSQL, two nodes (two wrk -t1 -c32, one per node, at the same time; summed; the
+#           same 1,000 users, the second wrk 500 users ahead so that the two are not in lockstep)
 #   live    100 subscribers x 1,000 msg/s for DURATION_S: SQLite one node; PostgreSQL one node;
 #           PostgreSQL cross-node (subscribers on A, posts to B)
 #   catch-up of 10,000 messages in one request on PostgreSQL (median of 5)
@@ -48,9 +49,9 @@ start() { # port db -> pid in $STARTED
 stop() { kill "$@"; wait "$@" 2>/dev/null || true; }
 database() { createdb -h "$TMP/pg" -U postgres "$1"; echo "postgresql:///$1?host=$TMP/pg&port=5432&user=postgres"; }
 rps() { awk '/Requests\/sec/ {print $2}'; }
-wrk_post() { # port prefix threads connections
-    wrk -t"$3" -c"$4" -d3s -s Benchmarks/post.lua "http://127.0.0.1:$1/v1/messages" -- "w$2" bench "$KEY" 1000 >/dev/null
-    wrk -t"$3" -c"$4" -d10s -s Benchmarks/post.lua "http://127.0.0.1:$1/v1/messages" -- "$2" bench "$KEY" 1000 | rps
+wrk_post() { # port prefix threads connections [user offset]
+    wrk -t"$3" -c"$4" -d3s -s Benchmarks/post.lua "http://127.0.0.1:$1/v1/messages" -- "w$2" bench "$KEY" 1000 "${5:-0}" >/dev/null
+    wrk -t"$3" -c"$4" -d10s -s Benchmarks/post.lua "http://127.0.0.1:$1/v1/messages" -- "$2" bench "$KEY" 1000 "${5:-0}" | rps
 }
 latency() { # subscribers-url publish-url -> "p50 / p99"
     "$LOAD" latency --url "$1" --publish-url "$2" --key "$KEY" --subscribers 100 --rate 1000 \
@@ -86,7 +87,7 @@ for ((run = 1; run <= RUNS; run++)); do
     start 18303 "$db"; b=$STARTED
     wrk_post 18302 "qa$run" 1 32 >"$TMP/wa" &
     first=$!
-    wrk_post 18303 "qb$run" 1 32 >"$TMP/wb"
+    wrk_post 18303 "qb$run" 1 32 500 >"$TMP/wb"
     wait "$first"
     pg2_rps=$(awk -v a="$(cat "$TMP/wa")" -v b="$(cat "$TMP/wb")" 'BEGIN {printf "%.0f", a + b}')
     cross_live=$(latency http://127.0.0.1:18302 http://127.0.0.1:18303)

@@ -1,10 +1,11 @@
 -- wrk script: POST /v1/messages to PushRelay, one recipient, a unique `id` per request.
 --
---   wrk -t2 -c64 -d10s -s Benchmarks/post.lua http://127.0.0.1:18080/v1/messages -- PREFIX [RECIPIENT] [KEY] [USERS]
+--   wrk -t2 -c64 -d10s -s Benchmarks/post.lua http://127.0.0.1:18080/v1/messages -- PREFIX [RECIPIENT] [KEY] [USERS] [OFFSET]
 --
 -- PREFIX makes the ids unique across wrk runs against the same database (a repeated id would be
 -- an idempotent retry, answered 200 without a write). With USERS, the recipient rotates over
--- RECIPIENT1 ... RECIPIENT<USERS> (a chat server's traffic goes to many inboxes). The payload object is taken from the
+-- RECIPIENT1 ... RECIPIENT<USERS> (a chat server's traffic goes to many inboxes), starting OFFSET users on (two
+-- wrk processes given different offsets do not post to the same user at the same moment). The payload object is taken from the
 -- environment variable BENCH_PAYLOAD (run.sh sets it: the same 200-byte body nchan gets).
 
 local next_thread_id = 0
@@ -26,6 +27,7 @@ function init(args)
   wrk.headers["Authorization"] = "Bearer " .. key
   wrk.headers["Content-Type"] = "application/json"
   users = tonumber(args[4] or "0")
+  offset = tonumber(args[5] or "0")
   head = '{"id":"' .. prefix .. "-" .. thread_id .. "-"
   tail = '"],"payload":' .. payload .. "}"
 end
@@ -33,6 +35,6 @@ end
 function request()
   counter = counter + 1
   local to = recipient
-  if users > 0 then to = recipient .. ((counter * 7 + thread_id) % users + 1) end
+  if users > 0 then to = recipient .. ((counter * 7 + thread_id + offset) % users + 1) end
   return wrk.format(nil, nil, nil, head .. counter .. '","recipients":["' .. to .. tail)
 end
