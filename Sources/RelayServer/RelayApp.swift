@@ -40,7 +40,7 @@ package final class RelayApp: @unchecked Sendable {
         let epochKey = EpochKeyHolder()
         let commits = CommitSignal()
         store = try SQLStore(
-            database: config.db, epochFor: { epochKey.epoch(for: $0) },
+            database: config.db, epochFor: { epochKey.epoch(for: $0) }, nodeLeaseMs: config.nodeLeaseMs,
             onBatch: { batch in
                 metrics.recordBatch(size: batch.writes)
                 commits.fire(batch.effect)

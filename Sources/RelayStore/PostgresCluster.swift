@@ -48,7 +48,9 @@ package struct ClusterObserver: Sendable {
 /// - **Delivery.** One node at a time delivers pushes and events and prunes: the one whose
 ///   connection of its own holds the lock of the view `delivery_lease`, in a transaction left
 ///   open. A node that dies (or loses that connection) loses the lock with its session, and a
-///   waiting node takes over at once;
+///   waiting node takes over at once; one that stops running with its connection open (stopped,
+///   hung, paused) stops touching its session, which the server ends after the node lease
+///   (`HeldLease`);
 ///   its jobs were never marked claimed, so nothing is stranded. Delivery is thus not spread over
 ///   nodes, but coalescing and "no seq pushed twice" hold cluster-wide by construction.
 ///
@@ -58,14 +60,15 @@ package final class PostgresCluster: Sendable {
     let nodeId: String
     private let uri: String
     private let observer = LockedValue<ClusterObserver?>(nil)
-    private let leader = LockedValue(false)
+    private let lease: LockedValue<HeldLease>
     /// Written to stop both threads; read ends polled beside the sockets.
     private let stopPipe: (read: Int32, write: Int32)
     private let running = LockedValue(0)
 
-    init(uri: String, nodeId: String) {
+    init(uri: String, nodeId: String, leaseMilliseconds: Int64) {
         self.uri = uri
         self.nodeId = nodeId
+        lease = LockedValue(HeldLease(leaseMilliseconds: leaseMilliseconds))
         var fds: [Int32] = [-1, -1]
         _ = pipe(&fds)
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -78,7 +81,7 @@ package final class PostgresCluster: Sendable {
     }
 
     /// Whether this node holds the delivery lease now.
-    var isLeader: Bool { leader.withLock { $0 } }
+    var isLeader: Bool { lease.withLock { $0.holds(at: MonotonicClock.milliseconds()) } }
 
     func start() {
         spawn("pushrelay-listen") { [self] in listen() }
@@ -145,9 +148,11 @@ package final class PostgresCluster: Sendable {
     // MARK: Delivery lease
 
     private func holdLease() {
-        // The holder's transaction stays open for as long as it delivers: no timeout may end it.
+        // The holder's transaction stays open for as long as it delivers: only its silence for a
+        // whole lease may end it (`hold`).
         let settings = """
-            SET idle_in_transaction_session_timeout = 0; SET lock_timeout = 0; SET statement_timeout = 0;
+            SET idle_in_transaction_session_timeout = \(lease.withLock { $0.leaseMilliseconds });
+            SET lock_timeout = 0; SET statement_timeout = 0;
             SELECT FROM delivery_lease LIMIT 0
             """
         while let connection = connect(then: settings) {
@@ -171,15 +176,45 @@ package final class PostgresCluster: Sendable {
             }
             granted = granted && answered
             if granted {
-                leader.withLock { $0 = true }
-                observer.withLock { $0 }?.changed(.jobs)
-                // Held until the session ends: wait for the connection to fail (or for stop).
-                while wait(for: connection), PQconsumeInput(connection.handle) != 0, !connection.isBroken {}
-                leader.withLock { $0 = false }
+                hold(connection)
+                lease.withLock { $0.lost() }
             } else {
                 pause(milliseconds: 1000)  // refused (not merely lost): do not ask again at once
             }
             if stopped { return }
+        }
+    }
+
+    /// Holds the granted lease until its session ends (or the node stops), touching the session
+    /// every third of the lease: the server ends it after a whole lease without a word.
+    private func hold(_ connection: PostgresConnection) {
+        var touch = true  // at once: the grant may answer a request sent long ago
+        while !connection.isBroken {
+            if touch {
+                guard PQsendQuery(connection.handle, "SELECT 1") != 0 else { return }
+                lease.withLock { $0.sent(at: MonotonicClock.milliseconds()) }
+            }
+            let due = lease.withLock { $0.nextTouch }
+            switch wait(for: connection, untilMonotonic: due) {
+            case .stopped:
+                return
+            case .timedOut:
+                touch = true
+            case .input:
+                touch = false
+                guard PQconsumeInput(connection.handle) != 0 else { return }
+                while PQisBusy(connection.handle) == 0 {
+                    guard let result = PQgetResult(connection.handle) else {
+                        // The touch's results are all in (or nothing was asked: then this is a no-op).
+                        let gained = lease.withLock { $0.answered(now: MonotonicClock.milliseconds()) }
+                        if gained { observer.withLock { $0 }?.changed(.jobs) }
+                        break
+                    }
+                    let fine = PQresultStatus(result) == PGRES_TUPLES_OK
+                    PQclear(result)
+                    guard fine else { return }  // e.g. the session was ended
+                }
+            }
         }
     }
 
@@ -214,15 +249,25 @@ package final class PostgresCluster: Sendable {
 
     /// Waits until the connection has input; false when stopping.
     private func wait(for connection: PostgresConnection) -> Bool {
-        guard connection.socket >= 0 else { return true }  // lost: the caller's next read fails
+        wait(for: connection, untilMonotonic: nil) == .input
+    }
+
+    private enum Wake { case input, timedOut, stopped }
+
+    /// Waits until the connection has input, the monotonic time `deadline` (milliseconds; nil:
+    /// none) passes, or the node stops.
+    private func wait(for connection: PostgresConnection, untilMonotonic deadline: Int64?) -> Wake {
+        guard connection.socket >= 0 else { return .input }  // lost: the caller's next read fails
         var fds = [
             pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0),
             pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            let ready = poll(&fds, 2, -1)
+            let timeout = deadline.map { Int32(clamping: max(0, $0 - MonotonicClock.milliseconds())) } ?? -1
+            let ready = poll(&fds, 2, timeout)
             if ready < 0, errno == EINTR { continue }
-            return ready > 0 && fds[1].revents == 0
+            if fds[1].revents != 0 { return .stopped }
+            return ready > 0 ? .input : .timedOut
         }
     }
 }

@@ -44,8 +44,12 @@ package final class PostgresConnection: SQLConnection {
     private var notesAtSavepoint = 0
     /// Who this node is in those notes (the listener skips its own).
     var nodeId = ""
+    /// Run at every (re)connect: settings of this session.
+    private let setup: String?
 
-    package init(uri: String) throws(PostgresError) {
+    /// Connects to `uri`, then runs `setup` (settings for the session; again after a reconnect).
+    package init(uri: String, setup: String? = nil) throws(PostgresError) {
+        self.setup = setup
         guard let connection = PQconnectdb(uri) else {
             throw PostgresError(sqlState: "", message: "out of memory", sql: nil)
         }
@@ -57,6 +61,7 @@ package final class PostgresConnection: SQLConnection {
         handle = connection
         // Notices ("relation … already exists, skipping") are not errors: keep them off stderr.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        if let setup { try exec(setup) }
     }
 
     deinit { PQfinish(handle) }
@@ -70,6 +75,7 @@ package final class PostgresConnection: SQLConnection {
         PQreset(handle)
         prepared.removeAll()  // they lived in the old session
         guard !isBroken else { throw PostgresError(sqlState: "", message: lastErrorMessage, sql: nil) }
+        if let setup { try exec(setup) }
     }
 
     var socket: Int32 { PQsocket(handle) }
@@ -79,13 +85,16 @@ package final class PostgresConnection: SQLConnection {
     // MARK: Statements
 
     package func execute(_ sql: String) throws {
-        guard pipeline != nil else {
-            let result = PQexec(handle, sql)
-            defer { PQclear(result) }
-            return try check(result, sql)
-        }
+        guard pipeline != nil else { return try exec(sql) }
         guard PQsendQueryParams(handle, sql, 0, nil, nil, nil, nil, 0) != 0 else { throw connectionError(sql) }
         PQclear(try awaitResult(of: sql))
+    }
+
+    /// Runs `sql` (one or more statements without parameters) outside a pipeline.
+    private func exec(_ sql: String) throws(PostgresError) {
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result, sql)
     }
 
     package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {

@@ -31,8 +31,10 @@ package final class SQLStore: RelayStore {
     ///   - epochFor: the epoch of a new inbox for a user id.
     ///   - onBatch: called after each committed transaction.
     ///   - onFailure: called with the name of a fire-and-forget write that failed, and why.
+    ///   - nodeLeaseMs: on PostgreSQL, how long a node that stopped running still counts (here:
+    ///     keeps the delivery lease, `HeldLease`).
     package convenience init(
-        database: String, epochFor: @escaping @Sendable (String) -> String,
+        database: String, epochFor: @escaping @Sendable (String) -> String, nodeLeaseMs: Int64 = 15_000,
         onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
@@ -41,9 +43,14 @@ package final class SQLStore: RelayStore {
             return
         }
         let nodeId = Self.randomHex(bytes: 8)
+        // A node that stops running in the middle of a transaction (stopped, hung, paused) would
+        // hold its row locks — every other node's writes to those inboxes — for as long: the
+        // server ends such a session after the node lease. Between two statements of a healthy
+        // transaction lie microseconds.
+        let setup = "SET idle_in_transaction_session_timeout = \(nodeLeaseMs)"
         let writer: StoreWriter
         do {
-            let connection = try PostgresConnection(uri: database)
+            let connection = try PostgresConnection(uri: database, setup: setup)
             try PostgresMigrations.apply(to: connection)
             connection.nodeId = nodeId
             writer = StoreWriter(
@@ -54,8 +61,9 @@ package final class SQLStore: RelayStore {
         }
         self.init(
             writer: writer,
-            readers: ReaderPool { try PostgresConnection(uri: database) },
-            cluster: PostgresCluster(uri: database, nodeId: nodeId), epochFor: epochFor, onFailure: onFailure)
+            readers: ReaderPool { try PostgresConnection(uri: database, setup: setup) },
+            cluster: PostgresCluster(uri: database, nodeId: nodeId, leaseMilliseconds: nodeLeaseMs), epochFor: epochFor,
+            onFailure: onFailure)
     }
 
     /// Opens (creating and migrating) the SQLite database at `path`.

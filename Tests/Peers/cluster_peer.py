@@ -9,6 +9,7 @@ import asyncio
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -303,6 +304,119 @@ def pushes_woken_across_nodes(binary):
         a.stop()
         b.stop()
         receiver.server.shutdown()
+
+
+@check("a delivering node that stops running with its connection open (SIGSTOP) loses the lease after the node lease; "
+       "the other takes over, and the resumed node pushes nothing twice")
+def stopped_leader(binary):
+    receiver = Receiver()
+    db = fresh_db()
+    common = ("--client-token-secret", "cluster-client-token-secret-0123456789", "--push-delay-ms", "50",
+              "--node-lease-ms", "3000")
+    a = Relay(binary, *common, key=KEY, db=db)
+    b = None
+    try:
+        # A starts alone, so it is the one that delivers.
+        held = "SELECT count(*) FROM pg_locks WHERE relation = 'delivery_lease'::regclass AND granted"
+        assert wait_for(lambda: psql(a, held) == "1", 10)
+        b = Relay(binary, *common, key=KEY, db=db)
+        status, body = b.http("PUT", "/v1/users/gus/devices/phone", {"pushUrl": f"{receiver.base}/gus"})
+        assert status in (200, 201), body
+        assert post(b, "g1", ["gus"])[0] == 202
+        assert wait_for(lambda: 1 in receiver.seqs(), 10), receiver.seqs()
+        # Stopped once its outcome is stored: a push in flight at the stop would go out again.
+        assert wait_for(lambda: psql(a, "SELECT count(*) FROM push_jobs WHERE state = 'pending'") == "0", 10)
+        a.proc.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        for n in range(2, 6):
+            assert post(b, f"g{n}", ["gus"])[0] == 202
+        assert wait_for(lambda: set(range(1, 6)) <= set(receiver.seqs()), 15), receiver.seqs()
+        took = time.monotonic() - stopped
+        a.proc.send_signal(signal.SIGCONT)
+        time.sleep(1.5)
+        for n in range(6, 9):
+            assert post(a, f"g{n}", ["gus"])[0] == 202  # the resumed node serves
+        assert wait_for(lambda: set(range(1, 9)) <= set(receiver.seqs()), 15), receiver.seqs()
+        time.sleep(0.5)
+        assert sorted(receiver.seqs()) == list(range(1, 9)), receiver.seqs()
+        assert a.proc.poll() is None, "the resumed node exited"
+        return f"pushes went on {took:.1f} s after the stop (node lease 3 s); seqs 1-8 pushed once each"
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+        a.stop()
+        if b:
+            b.stop()
+        receiver.server.shutdown()
+
+
+@check("a node stopped (SIGSTOP) inside a transaction has that session ended by PostgreSQL after the node lease; "
+       "resumed, it acknowledges nothing it did not store")
+def stopped_inside_a_transaction(binary):
+    db = fresh_db()
+    common = ("--client-token-secret", "cluster-client-token-secret-0123456789", "--node-lease-ms", "3000")
+    a = Relay(binary, *common, key=KEY, db=db)
+    b = Relay(binary, *common, key=KEY, db=db)
+    users = ["hal1", "hal2", "hal3", "hal4"]
+    acknowledged = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def poster(relay, worker):
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                status, _ = post(relay, f"{worker}-{n}", users, timeout=20)
+            except (OSError, urllib.error.URLError):
+                continue
+            if status == 202:
+                with lock:
+                    acknowledged.add(f"{worker}-{n}")
+
+    # A store session waiting for its client inside a transaction (the lease's own is not one).
+    open_transactions = ("SELECT pid FROM pg_stat_activity WHERE state = 'idle in transaction' "
+                         "AND query <> 'SELECT 1' AND query NOT LIKE '%delivery_lease%'")
+    threads = [threading.Thread(target=poster, args=(a, f"a{w}")) for w in range(6)]
+    try:
+        for thread in threads:
+            thread.start()
+        caught = ""
+        for _ in range(100):  # stop A until it is caught between two statements of a transaction
+            time.sleep(0.05)
+            a.proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.1)
+            caught = psql(a, open_transactions)
+            if caught:
+                break
+            a.proc.send_signal(signal.SIGCONT)
+        assert caught, "A was never caught inside a transaction"
+        started = time.monotonic()
+        pids = caught.split()
+        assert wait_for(lambda: not set(pids) & set(psql(a, "SELECT pid FROM pg_stat_activity").split()), 10), \
+            "the stopped node's session was not ended"
+        ended = time.monotonic() - started
+        assert post(b, "b-1", users)[0] == 202
+        a.proc.send_signal(signal.SIGCONT)
+        time.sleep(1.0)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        acknowledged.add("b-1")
+        for user in users:
+            seqs, ids = seqs_of(b, user)
+            assert seqs == list(range(1, len(seqs) + 1)), f"gap in {user}'s seqs"
+            assert len(ids) == len(set(ids)), f"duplicate in {user}'s inbox"
+            missing = acknowledged - set(ids)
+            assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
+        return (f"session ended {ended:.1f} s after it was seen waiting (lease 3 s); "
+                f"{len(acknowledged)} acknowledged, all stored once, gapless")
+    finally:
+        stop.set()
+        a.proc.send_signal(signal.SIGCONT)
+        for thread in threads:
+            thread.join()
+        a.stop()
+        b.stop()
 
 
 @check("kill -9 of one node under posters retrying on the other: nothing acknowledged lost, no duplicate, no gap; "
