@@ -20,13 +20,19 @@ package final class PostgresConnection: SQLConnection {
     /// the first error among those read.
     private var pipeline: Pipeline?
     private struct Pipeline {
-        enum Command {
+        enum Command: Equatable {
             case prepare(sql: String)
             case statement(sql: String)
             /// The write transaction's `COMMIT`: its tag tells whether it committed.
             case commit
             /// A command of the transaction that publishes the notes: a failure is only noted.
             case publication(sql: String)
+            /// A sync point: everything before it is answered, and the server then waits for the
+            /// next command *idle in transaction* — only there does its
+            /// `idle_in_transaction_session_timeout` run, so a node that stops while it builds
+            /// the rest of a batch frees its locks after the lease (within a pipeline the server
+            /// counts itself busy).
+            case sync
         }
         var unread: [Command] = []
         var error: PostgresError?
@@ -209,13 +215,15 @@ package final class PostgresConnection: SQLConnection {
 
     // MARK: Pipeline
 
-    /// Sends what is queued, reads the results of the commands before the last one sent (`sql`),
-    /// then its own; the caller clears it. The first error of any of them is thrown.
+    /// Sends what is queued and a sync point, reads the results of the commands before the last
+    /// one sent (`sql`), then its own; the caller clears it. The first error of any of them is
+    /// thrown.
     private func awaitResult(of sql: String) throws(PostgresError) -> OpaquePointer? {
-        guard PQsendFlushRequest(handle) != 0, PQflush(handle) == 0 else { throw connectionError(sql) }
-        readQueued()
+        guard PQpipelineSync(handle) != 0 else { throw connectionError(sql) }
+        readQueued(syncing: false)
         let result = PQgetResult(handle)
         if result != nil { while let extra = PQgetResult(handle) { PQclear(extra) } }
+        if !Self.readSync(handle), pipeline?.error == nil { pipeline?.error = connectionError(sql) }
         if let error = pipeline?.error {
             PQclear(result)
             throw error
@@ -232,19 +240,29 @@ package final class PostgresConnection: SQLConnection {
     }
 
     /// Reads the results of every queued command, keeping the first error; a statement that
-    /// could not be prepared is forgotten (it does not exist in the session).
-    private func readQueued() {
+    /// could not be prepared is forgotten (it does not exist in the session). With `syncing`, a
+    /// sync point is sent after them first, unless the last one is one (the server holds its
+    /// answers in a pipeline until then).
+    private func readQueued(syncing: Bool = true) {
         guard var current = pipeline, !current.unread.isEmpty else { return }
-        // (The server holds its answers in a pipeline until asked to flush them.)
-        if PQsendFlushRequest(handle) == 0 || PQflush(handle) != 0 {
-            current.error = current.error ?? connectionError(nil)
+        if syncing, current.unread.last != .sync {
+            if PQpipelineSync(handle) != 0 {
+                current.unread.append(.sync)
+            } else {
+                current.error = current.error ?? connectionError(nil)
+            }
         }
         for command in current.unread {
+            if command == .sync {
+                if !Self.readSync(handle) { current.error = current.error ?? connectionError(nil) }
+                continue
+            }
             let result = PQgetResult(handle)
             let sql: String
             switch command {
             case .prepare(let text), .statement(let text), .publication(let text): sql = text
             case .commit: sql = "COMMIT"
+            case .sync: continue
             }
             var failure: PostgresError?
             if result != nil {
@@ -253,7 +271,7 @@ package final class PostgresConnection: SQLConnection {
                     switch command {
                     case .statement: lastChanges = Int(Self.parseInt(PQcmdTuples(result)))
                     case .commit: current.commitTag = Self.text(PQcmdStatus(result))
-                    case .prepare, .publication: break
+                    case .prepare, .publication, .sync: break
                     }
                 } catch {
                     failure = error
@@ -269,7 +287,7 @@ package final class PostgresConnection: SQLConnection {
                 case .prepare(let text):
                     prepared[text] = nil
                     current.error = current.error ?? failure
-                case .statement, .commit: current.error = current.error ?? failure
+                case .statement, .commit, .sync: current.error = current.error ?? failure
                 }
             }
         }
@@ -282,16 +300,25 @@ package final class PostgresConnection: SQLConnection {
     @discardableResult
     private func finishPipeline() -> Pipeline {
         guard pipeline != nil else { return Pipeline() }
-        _ = PQpipelineSync(handle)
         readQueued()
-        while let result = PQgetResult(handle) {
-            let status = PQresultStatus(result)
-            PQclear(result)
-            if status == PGRES_PIPELINE_SYNC { break }
+        if PQexitPipelineMode(handle) == 0, PQpipelineSync(handle) != 0 {
+            // Something was left unread (a lost connection mid-read): up to a last sync point.
+            while let result = PQgetResult(handle) {
+                let status = PQresultStatus(result)
+                PQclear(result)
+                if status == PGRES_PIPELINE_SYNC { break }
+            }
+            _ = PQexitPipelineMode(handle)
         }
-        _ = PQexitPipelineMode(handle)
         defer { pipeline = nil }
         return pipeline ?? Pipeline()
+    }
+
+    /// Reads the answer to a sync point; false if it is not one (the connection was lost).
+    private static func readSync(_ handle: OpaquePointer) -> Bool {
+        guard let result = PQgetResult(handle) else { return false }
+        defer { PQclear(result) }
+        return PQresultStatus(result) == PGRES_PIPELINE_SYNC
     }
 
     private func connectionError(_ sql: String?) -> PostgresError {
