@@ -19,6 +19,11 @@ package final class PostgresConnection: SQLConnection {
     /// The commands of a pipelined write transaction sent but not read yet (`beginWrite`), and
     /// the first error among those read.
     private var pipeline: Pipeline?
+    /// Statements of a pipelined transaction whose results are not needed (`run`), held until the
+    /// next sync point and sent right before it: libpq would otherwise send them as its buffer
+    /// fills, and the server, given part of a pipeline, waits for the rest counting itself busy —
+    /// no idle timeout — for as long as this node takes to build it (see `Pipeline.Command.sync`).
+    private var deferred: [(sql: String, bindings: [SQLValue])] = []
     private struct Pipeline {
         enum Command: Equatable {
             case prepare(sql: String)
@@ -106,6 +111,7 @@ package final class PostgresConnection: SQLConnection {
     package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {
         let result: OpaquePointer?
         if pipeline != nil {
+            try sendDeferred()
             try send(prepared: sql, bindings)
             result = try awaitResult(of: sql)
         } else {
@@ -124,8 +130,7 @@ package final class PostgresConnection: SQLConnection {
     /// the next statement that waits, or at the commit).
     package func run(_ sql: String, _ bindings: [SQLValue]) throws {
         if pipeline != nil {
-            try send(prepared: sql, bindings)
-            pipeline?.unread.append(.statement(sql: sql))
+            deferred.append((sql, bindings))
             return
         }
         let result = try run(prepared: sql, bindings)
@@ -146,6 +151,15 @@ package final class PostgresConnection: SQLConnection {
             throw error
         }
         return result
+    }
+
+    /// Sends the deferred statements (see `deferred`).
+    private func sendDeferred() throws(PostgresError) {
+        defer { deferred.removeAll(keepingCapacity: true) }
+        for (sql, bindings) in deferred {
+            try send(prepared: sql, bindings)
+            pipeline?.unread.append(.statement(sql: sql))
+        }
     }
 
     /// Queues `sql` (prepared first if it is new to this session) in the pipeline.
@@ -244,6 +258,13 @@ package final class PostgresConnection: SQLConnection {
     /// sync point is sent after them first, unless the last one is one (the server holds its
     /// answers in a pipeline until then).
     private func readQueued(syncing: Bool = true) {
+        if syncing {
+            do {
+                try sendDeferred()
+            } catch {
+                if pipeline?.error == nil { pipeline?.error = error }
+            }
+        }
         guard var current = pipeline, !current.unread.isEmpty else { return }
         if syncing, current.unread.last != .sync {
             if PQpipelineSync(handle) != 0 {
@@ -393,6 +414,7 @@ package final class PostgresConnection: SQLConnection {
     package func beginWrite(pipelined: Bool) throws {
         try reconnect()
         notes.removeAll(keepingCapacity: true)
+        deferred.removeAll(keepingCapacity: true)
         prefetched = BatchPrefetch()
         isOptimistic = false
         defer {
@@ -422,6 +444,7 @@ package final class PostgresConnection: SQLConnection {
             guard PQenterPipelineMode(handle) != 0 else { throw connectionError("COMMIT") }
             pipeline = Pipeline()
         }
+        try sendDeferred()
         try send("COMMIT", [], as: .commit)
         if effect > .maintenance || !unsent.isEmpty { try sendPublication(unsent + notes) }
         let finished = finishPipeline()
@@ -441,6 +464,7 @@ package final class PostgresConnection: SQLConnection {
 
     package func rollbackWrite() {
         isOptimistic = false
+        deferred.removeAll(keepingCapacity: true)
         finishPipeline()
         _ = try? execute("ROLLBACK")
     }
