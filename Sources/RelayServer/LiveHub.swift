@@ -258,6 +258,11 @@ final class LiveHub: Sendable {
         for session in state.withLock({ Array($0.sessions.values) }) { session.resync() }
     }
 
+    /// Reads again for the sessions whose live read failed (on each tick).
+    func retryStalledSessions(now: Int64) {
+        for session in state.withLock({ Array($0.sessions.values) }) { session.retryIfStalled(now: now) }
+    }
+
     private func sessions(of userId: String) -> [LiveSession] {
         state.withLock { state in
             state.devices[userId]?.values.flatMap { $0.sessions.keys }.compactMap { state.sessions[$0] } ?? []

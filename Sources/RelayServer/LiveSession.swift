@@ -36,6 +36,9 @@ final class LiveSession: Sendable {
         var syncing = true
         var newestLive: Int64 = 0
         var closed = false
+        /// A live read failed (the store was unreachable): when to read again (monotonic ms).
+        /// The socket stays open meanwhile; nothing newer can be stored while the store is down.
+        var retryAt: Int64?
     }
 
     private let cursor = LockedValue(Cursor())
@@ -145,7 +148,11 @@ final class LiveSession: Sendable {
             handle.send(frames: Self.synced(cursor.lastSent))
             return nil
         }) {
-            guard fillGap(upTo: behind) else { return }
+            do {
+                try fillGap(upTo: behind)
+            } catch {
+                return fail(error)
+            }
         }
     }
 
@@ -176,7 +183,7 @@ final class LiveSession: Sendable {
         }
         // A gap: read what is missing, this message included, from the store (in order, on the
         // queue; later messages find the gap too until it is filled, and follow it there).
-        if gap { queue.async { [self] in _ = fillGap(upTo: seq) } }
+        if gap { queue.async { [self] in catchUpLive(upTo: seq) } }
     }
 
     /// Another node committed `seq` for this user: it is read from the store, with anything
@@ -190,36 +197,57 @@ final class LiveSession: Sendable {
             }
             return seq > cursor.lastSent
         }
-        if behind { queue.async { [self] in _ = fillGap(upTo: seq) } }
+        if behind { queue.async { [self] in catchUpLive(upTo: seq) } }
     }
 
     /// Reads whatever the store has after `lastSent` (other nodes' notifications may have been
     /// missed). During the catch-up, this only sends sooner what the catch-up reads anyway.
     func resync() {
-        queue.async { [self] in _ = fillGap(upTo: Int64.max) }
+        queue.async { [self] in catchUpLive(upTo: Int64.max) }
     }
 
-    /// Sends the messages after `lastSent` up to `last` from the store; false when the store
-    /// failed (the socket is then closed).
-    private func fillGap(upTo last: Int64) -> Bool {
-        do {
-            while let after = cursor.withLock({ $0.closed || $0.lastSent >= last ? nil : $0.lastSent }) {
-                let page = try store.catchUp(
-                    userId: userId, after: after, epoch: nil, limit: Int(min(last - after, Int64(Self.pageSize))),
-                    maxBytes: Self.pageBytes)
-                let messages = page.messages.filter { $0.seq <= last }
-                guard !messages.isEmpty else { return true }
-                cursor.withLock { cursor in
-                    let fresh = messages.filter { $0.seq > cursor.lastSent }
-                    guard let newest = fresh.last?.seq else { return }
-                    handle.send(frames: fresh.flatMap { Self.frame(for: $0) })
-                    cursor.lastSent = newest
-                }
-            }
+    /// Reads again after a failed live read, once `retryIntervalMs` has passed (the hub's tick).
+    func retryIfStalled(now: Int64) {
+        let due = cursor.withLock { cursor -> Bool in
+            guard let retryAt = cursor.retryAt, now >= retryAt, !cursor.closed else { return false }
+            cursor.retryAt = now + Self.retryIntervalMs
             return true
+        }
+        if due { queue.async { [self] in catchUpLive(upTo: Int64.max) } }
+    }
+
+    static let retryIntervalMs: Int64 = 1000
+
+    /// A live read (a gap, another node's commit, a resync). If the store fails, the socket stays
+    /// open and the read is tried again (`retryIfStalled`): during a database outage, open
+    /// sockets stay open.
+    private func catchUpLive(upTo last: Int64) {
+        do {
+            try fillGap(upTo: last)
+            cursor.withLock { $0.retryAt = nil }
         } catch {
-            fail(error)
-            return false
+            let first = cursor.withLock { cursor -> Bool in
+                defer { cursor.retryAt = cursor.retryAt ?? MonotonicClock.milliseconds() + Self.retryIntervalMs }
+                return cursor.retryAt == nil
+            }
+            if first { logger.warning("live read failed; the socket stays open, reading again", ("error", "\(error)")) }
+        }
+    }
+
+    /// Sends the messages after `lastSent` up to `last` from the store.
+    private func fillGap(upTo last: Int64) throws {
+        while let after = cursor.withLock({ $0.closed || $0.lastSent >= last ? nil : $0.lastSent }) {
+            let page = try store.catchUp(
+                userId: userId, after: after, epoch: nil, limit: Int(min(last - after, Int64(Self.pageSize))),
+                maxBytes: Self.pageBytes)
+            let messages = page.messages.filter { $0.seq <= last }
+            guard !messages.isEmpty else { return }
+            cursor.withLock { cursor in
+                let fresh = messages.filter { $0.seq > cursor.lastSent }
+                guard let newest = fresh.last?.seq else { return }
+                handle.send(frames: fresh.flatMap { Self.frame(for: $0) })
+                cursor.lastSent = newest
+            }
         }
     }
 

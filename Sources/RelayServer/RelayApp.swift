@@ -226,6 +226,7 @@ package final class RelayApp: @unchecked Sendable {
         hub.ticks.start {
             hub.reportDuePresence()
             hub.closeExpiredSessions(now: hub.now())
+            hub.retryStalledSessions(now: MonotonicClock.milliseconds())
             trim.arm(afterMilliseconds: 5000)
             if hub.needsTicks { hub.ticks.arm(afterMilliseconds: LiveHub.tickIntervalMs) }
         }

@@ -548,6 +548,53 @@ def database_outage(binary):
         b.stop()
 
 
+@check("a socket whose live reads fail while PostgreSQL is down stays open and, once it is back, gets every stored "
+       "message in order")
+def live_reads_during_outage(binary):
+    a, b = pair(binary)
+    directory = os.environ["PUSHRELAY_TEST_POSTGRES"]
+    stop = threading.Event()
+
+    def poster(worker):  # as fast as B takes them: A's session reads nearly all the time
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                post(b, f"r{worker}-{n}", ["ivy"], timeout=5)
+            except (OSError, urllib.error.URLError):
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=poster, args=(w,)) for w in range(6)]
+    try:
+        async def run():
+            async with websockets.connect(ws_url(a, "ivy", after=0)) as ws:
+                await synced(ws)
+                for thread in threads:
+                    thread.start()
+                time.sleep(0.5)
+                subprocess.run([PG_SH, "pause", directory], check=True)
+                time.sleep(1.5)
+                subprocess.run([PG_SH, "resume", directory], check=True)
+                assert wait_for(lambda: a.http("GET", "/readyz")[0] == 200, 15)
+                time.sleep(1.0)
+                stop.set()
+                for thread in threads:
+                    thread.join()
+                _, ids = seqs_of(b, "ivy")
+                got = await frames_until(ws, len(ids), 15)
+                assert [f["id"] for f in got] == ids, (len(got), len(ids))
+                return len(ids)
+
+        return f"the socket on A stayed open and got all {asyncio.run(run())} messages in order"
+    finally:
+        stop.set()
+        for thread in threads:
+            if thread.is_alive():
+                thread.join()
+        a.stop()
+        b.stop()
+
+
 def psql(relay, sql):
     database = relay.db.split("///")[1].split("?")[0]
     return subprocess.run(
