@@ -258,11 +258,6 @@ final class LiveHub: Sendable {
         for session in state.withLock({ Array($0.sessions.values) }) { session.resync() }
     }
 
-    /// Reads again for the sessions whose live read failed (on each tick).
-    func retryStalledSessions(now: Int64) {
-        for session in state.withLock({ Array($0.sessions.values) }) { session.retryIfStalled(now: now) }
-    }
-
     private func sessions(of userId: String) -> [LiveSession] {
         state.withLock { state in
             state.devices[userId]?.values.flatMap { $0.sessions.keys }.compactMap { state.sessions[$0] } ?? []
@@ -301,6 +296,12 @@ final class LiveHub: Sendable {
     func closeExpiredSessions(now: Timestamp) {
         let expired = state.withLock { state in state.sessions.values.filter { $0.tokenExpired(at: now) } }
         for session in expired { session.handle.close(code: CloseCode.policyViolation, reason: "token expired") }
+    }
+
+    /// Reads again for the sessions whose live read failed, when due (`now`: monotonic ms).
+    func retryStalledSessions(now: Int64) {
+        let due = state.withLock { state in state.sessions.values.filter { $0.readsAgain(at: now) } }
+        for session in due { session.retryIfStalled(now: now) }
     }
 
     /// Open sockets of one user.

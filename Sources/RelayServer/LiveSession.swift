@@ -36,9 +36,6 @@ final class LiveSession: Sendable {
         var syncing = true
         var newestLive: Int64 = 0
         var closed = false
-        /// A live read failed (the store was unreachable): when to read again (monotonic ms).
-        /// The socket stays open meanwhile; nothing newer can be stored while the store is down.
-        var retryAt: Int64?
     }
 
     private let cursor = LockedValue(Cursor())
@@ -47,6 +44,11 @@ final class LiveSession: Sendable {
     /// When the client's token stops being valid (seconds, leeway included); the socket is
     /// closed then unless a `refresh` frame moved it. `Int64.max` once the close was ordered.
     private let tokenExpiresAt: Atomic<Int64>
+    /// A live read failed (the store was unreachable): when to read again (monotonic ms);
+    /// `Int64.max` when none failed. The socket stays open meanwhile: nothing newer can be stored
+    /// while the store is down. Atomic, like `tokenExpiresAt`: the hub's tick looks at every
+    /// session.
+    private let retryAt = Atomic<Int64>(Int64.max)
 
     /// Session work (catch-up reads, fan-out) runs on a few serial queues rather than the global
     /// pool, so that thousands of sessions starting at once do not spawn a thread each.
@@ -206,14 +208,16 @@ final class LiveSession: Sendable {
         queue.async { [self] in catchUpLive(upTo: Int64.max) }
     }
 
+    /// Whether a live read failed and is due again at `now` (monotonic ms).
+    func readsAgain(at now: Int64) -> Bool { now >= retryAt.load(ordering: .relaxed) }
+
     /// Reads again after a failed live read, once `retryIntervalMs` has passed (the hub's tick).
     func retryIfStalled(now: Int64) {
-        let due = cursor.withLock { cursor -> Bool in
-            guard let retryAt = cursor.retryAt, now >= retryAt, !cursor.closed else { return false }
-            cursor.retryAt = now + Self.retryIntervalMs
-            return true
-        }
-        if due { queue.async { [self] in catchUpLive(upTo: Int64.max) } }
+        let due = retryAt.load(ordering: .relaxed)
+        guard now >= due,
+            retryAt.compareExchange(expected: due, desired: now + Self.retryIntervalMs, ordering: .relaxed).exchanged
+        else { return }
+        queue.async { [self] in catchUpLive(upTo: Int64.max) }
     }
 
     static let retryIntervalMs: Int64 = 1000
@@ -224,12 +228,11 @@ final class LiveSession: Sendable {
     private func catchUpLive(upTo last: Int64) {
         do {
             try fillGap(upTo: last)
-            cursor.withLock { $0.retryAt = nil }
+            retryAt.store(Int64.max, ordering: .relaxed)
         } catch {
-            let first = cursor.withLock { cursor -> Bool in
-                defer { cursor.retryAt = cursor.retryAt ?? MonotonicClock.milliseconds() + Self.retryIntervalMs }
-                return cursor.retryAt == nil
-            }
+            let first = retryAt.compareExchange(
+                expected: Int64.max, desired: MonotonicClock.milliseconds() + Self.retryIntervalMs, ordering: .relaxed
+            ).exchanged
             if first { logger.warning("live read failed; the socket stays open, reading again", ("error", "\(error)")) }
         }
     }

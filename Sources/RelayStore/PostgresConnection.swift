@@ -274,17 +274,15 @@ package final class PostgresConnection: SQLConnection {
             }
         }
         for command in current.unread {
-            if command == .sync {
-                if !Self.readSync(handle) { current.error = current.error ?? connectionError(nil) }
-                continue
-            }
-            let result = PQgetResult(handle)
             let sql: String
             switch command {
             case .prepare(let text), .statement(let text), .publication(let text): sql = text
             case .commit: sql = "COMMIT"
-            case .sync: continue
+            case .sync:
+                if !Self.readSync(handle) { current.error = current.error ?? connectionError(nil) }
+                continue
             }
+            let result = PQgetResult(handle)
             var failure: PostgresError?
             if result != nil {
                 do {

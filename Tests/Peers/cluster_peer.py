@@ -123,6 +123,11 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.base = f"http://127.0.0.1:{self.server.server_port}"
 
+    def register(self, relay, user):
+        """Registers `user`'s device "phone" on `relay`, pushing here."""
+        status, body = relay.http("PUT", f"/v1/users/{user}/devices/phone", {"pushUrl": f"{self.base}/{user}"})
+        assert status in (200, 201), body
+
     def seqs(self):
         with self.lock:
             return [seq for push in self.pushes if push["type"] == "message"
@@ -266,8 +271,7 @@ def cross_node_pushes(binary):
     receiver = Receiver()
     a, b = pair(binary, "--push-delay-ms", "50")
     try:
-        status, body = a.http("PUT", "/v1/users/dave/devices/phone", {"pushUrl": f"{receiver.base}/dave"})
-        assert status in (200, 201), body
+        receiver.register(a, "dave")
         for n in range(1, 101):
             assert post(a if n % 2 else b, f"d{n}", ["dave"])[0] == 202
         assert wait_for(lambda: len(receiver.seqs()) >= 100, 20), receiver.seqs()
@@ -291,8 +295,7 @@ def pushes_woken_across_nodes(binary):
     receiver = Receiver()
     a, b = pair(binary, "--push-delay-ms", "50")
     try:
-        status, body = a.http("PUT", "/v1/users/erin/devices/phone", {"pushUrl": f"{receiver.base}/erin"})
-        assert status in (200, 201), body
+        receiver.register(a, "erin")
         # The test does not choose which node delivers: it posts on each in turn, one message at a
         # time, each push awaited before the next post, so that no commit of the delivering node's
         # own can be what wakes it. Nothing else runs (no socket, no lease renewal).
@@ -320,8 +323,7 @@ def stopped_leader(binary):
         held = "SELECT count(*) FROM pg_locks WHERE relation = 'delivery_lease'::regclass AND granted"
         assert wait_for(lambda: psql(a, held) == "1", 10)
         b = Relay(binary, *common, key=KEY, db=db)
-        status, body = b.http("PUT", "/v1/users/gus/devices/phone", {"pushUrl": f"{receiver.base}/gus"})
-        assert status in (200, 201), body
+        receiver.register(b, "gus")
         assert post(b, "g1", ["gus"])[0] == 202
         assert wait_for(lambda: 1 in receiver.seqs(), 10), receiver.seqs()
         # Stopped once its outcome is stored: a push in flight at the stop would go out again.
