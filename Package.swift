@@ -66,8 +66,11 @@ let package = Package(
 
         // MARK: I/O layers
         .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
+        /// A SQLite VFS that hands a commit's write-ahead-log writes to the kernel in one call.
+        .target(name: "CWALBuffer", dependencies: ["CSQLite"]),
         .target(
-            name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "CPostgres", "RelayLocks"], swiftSettings: swiftSettings),
+            name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "CWALBuffer", "CPostgres", "RelayLocks"],
+            swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// Logging (logfmt) and metrics (Prometheus text), shared by the layers above.
         .target(name: "RelayTelemetry", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),

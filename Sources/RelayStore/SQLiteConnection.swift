@@ -1,4 +1,5 @@
 internal import CSQLite
+internal import CWALBuffer
 import Glibc
 
 /// One SQLite connection. Not thread-safe: each connection is used by one thread at a time —
@@ -16,7 +17,9 @@ package final class SQLiteConnection: SQLConnection {
         var db: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        // The writer's log writes go out in one call per commit (see CWALBuffer).
+        let vfs = !readOnly && pr_wal_buffer_register() == SQLITE_OK ? PR_WAL_BUFFER_VFS : nil
+        let rc = sqlite3_open_v2(path, &db, flags, vfs)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
             sqlite3_close_v2(db)

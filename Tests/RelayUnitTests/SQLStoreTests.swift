@@ -234,6 +234,34 @@ import Testing
         #expect(next[0].seq == 4)
     }
 
+    /// A transaction larger than one write of the log and than the writer's log buffer
+    /// (CWALBuffer: 124 KiB, 4 MiB): every message reads back whole from another connection, and
+    /// again after the store was closed (checkpointed) and reopened.
+    @Test func aLargeTransactionReadsBackWhole() async throws {
+        let texts = (1...300).map { n in
+            "\(n)-" + String(repeating: Character(UnicodeScalar(UInt8(97 + n % 26))), count: 20_000)
+        }
+        let batch = try texts.enumerated().map { try message("big\($0.offset)", ["u"], text: $0.element) }
+        func expectAll(_ store: SQLStore) throws {
+            let page = try store.catchUp(userId: "u", after: 0, epoch: nil, limit: 1000, maxBytes: 1 << 30)
+            #expect(page.messages.map(\.seq) == Array(1...300))
+            let payloads = page.messages.map { String(decoding: $0.payload, as: UTF8.self) }
+            #expect(payloads == texts.map { #"{"t":"\#($0)"}"# })
+        }
+        do {
+            let store = try open()
+            let outcomes = try await withCheckedThrowingContinuation { continuation in
+                store.acceptBatch(batch) { continuation.resume(with: $0) }
+            }
+            #expect(outcomes.count == 300)
+            try expectAll(store)
+            store.close()
+        }
+        let store = try open()
+        defer { store.close() }
+        try expectAll(store)
+    }
+
     @Test func survivesReopen() async throws {
         do {
             let store = try open()
