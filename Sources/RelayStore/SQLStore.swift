@@ -74,9 +74,10 @@ package final class SQLStore: RelayStore {
     ) throws(StoreError) {
         let connection: SQLiteConnection
         do {
-            connection = try SQLiteConnection(path: path)
+            connection = try SQLiteConnection(path: path, buffersLog: true)
             try connection.execute("PRAGMA journal_mode = WAL")
-            // FULL: a commit is on disk (WAL fsynced) before any 2xx leaves; group commit pays for it.
+            // FULL: a commit is on disk (WAL fsynced) before any 2xx leaves; group commit pays for
+            // it. (The buffered log relies on it too.)
             try connection.execute("PRAGMA synchronous = FULL")
             try connection.execute("PRAGMA wal_autocheckpoint = 4000")
             // Savepoint sub-journals in memory, not in temp files (3 pwrites per request otherwise).

@@ -11,14 +11,16 @@ package final class SQLiteConnection: SQLConnection {
     /// Configures the library once, before the first connection initializes it.
     private static let configured: Void = { _ = pr_sqlite3_disable_memstatus() }()
 
-    package init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+    /// With `buffersLog`, the connection writes its log through `CWALBuffer` (one `pwrite` per
+    /// commit instead of two per page): only for a connection whose every commit syncs
+    /// (`synchronous=FULL`), since other connections read the log as soon as a commit is listed.
+    package init(path: String, readOnly: Bool = false, buffersLog: Bool = false) throws(SQLiteError) {
         Self.configured
         if !readOnly { Self.createPrivately(path) }
         var db: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        // The writer's log writes go out in one call per commit (see CWALBuffer).
-        let vfs = !readOnly && pr_wal_buffer_register() == SQLITE_OK ? PR_WAL_BUFFER_VFS : nil
+        let vfs = buffersLog && !readOnly && pr_wal_buffer_register() == SQLITE_OK ? PR_WAL_BUFFER_VFS : nil
         let rc = sqlite3_open_v2(path, &db, flags, vfs)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"

@@ -235,7 +235,7 @@ import Testing
     }
 
     /// A transaction larger than one write of the log and than the writer's log buffer
-    /// (CWALBuffer: 124 KiB, 4 MiB): every message reads back whole from another connection, and
+    /// (CWALBuffer: 124 KiB, 1 MiB): every message reads back whole from another connection, and
     /// again after the store was closed (checkpointed) and reopened.
     @Test func aLargeTransactionReadsBackWhole() async throws {
         let texts = (1...300).map { n in
