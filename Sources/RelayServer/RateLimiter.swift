@@ -1,12 +1,17 @@
-import RelayCore
+package import RelayCore
 import RelayLocks
 
 /// Per-caller request budgets (token buckets): one per server key and one per client user, so
 /// that one noisy caller gets 429s while everyone else is served as usual.
-final class RateLimiter: Sendable {
-    struct Limits: Sendable {
-        var ratePerSecond: Double
-        var burst: Double
+package final class RateLimiter: Sendable {
+    package struct Limits: Sendable {
+        package var ratePerSecond: Double
+        package var burst: Double
+
+        package init(ratePerSecond: Double, burst: Double) {
+            self.ratePerSecond = ratePerSecond
+            self.burst = burst
+        }
     }
 
     private let server: Limits
@@ -15,13 +20,13 @@ final class RateLimiter: Sendable {
     /// Buckets of callers not seen for this long are forgotten (they would be full anyway).
     private static let idleMs: Int64 = 60_000
 
-    init(server: Limits, client: Limits) {
+    package init(server: Limits, client: Limits) {
         self.server = server
         self.client = client
     }
 
     /// Nil when `key` may proceed, else the `Retry-After` seconds.
-    func check(_ key: String, isServer: Bool, now: Timestamp) -> Int? {
+    package func check(_ key: String, isServer: Bool, now: Timestamp) -> Int? {
         let limits = isServer ? server : client
         guard limits.ratePerSecond > 0 else { return nil }
         return buckets.withLock { buckets in
