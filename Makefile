@@ -85,6 +85,7 @@ test: deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(VENV)/bin/python Tests/Peers/matrix_peer.py .build/debug/pushrelay $(SYNAPSE_VENV)
 	Tests/Postgres/pg.sh run $(MAKE) --no-print-directory test-postgres
 	Tests/SDKApp/check.sh .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/deadlink_peer.py .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
 	$(MAKE) asan

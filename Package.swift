@@ -116,7 +116,7 @@ let package = Package(
 
         // MARK: Test support
         /// Test fixtures shared by the test targets: a real relay process on port 0, HTTP helpers.
-        .target(name: "RelayTesting", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
+        .target(name: "RelayTesting", dependencies: ["WebSocketCodec", "RelayLocks"], swiftSettings: swiftSettings),
 
         // MARK: Tests
         .testTarget(

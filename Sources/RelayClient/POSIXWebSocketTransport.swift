@@ -7,8 +7,8 @@ import WebSocketCodec
 /// WebSocket over a plain TCP socket with the project's codec in client role (ws:// only).
 /// Blocking I/O on a thread of its own per connection, bridged to async streams.
 public struct POSIXWebSocketTransport: RelayTransport {
-    /// The socket is considered dead after this long without a byte (the relay pings every
-    /// 25 s by default, so a healthy connection is never silent this long).
+    /// The socket's own backstop: it is closed after this long without a byte. The client's
+    /// ``LinkWatchdog`` finds a dead link much sooner, from the relay's ping interval.
     public var silenceTimeout: Double
     /// Seconds to wait for the TCP connection and the handshake.
     public var connectTimeout: Double
@@ -50,6 +50,8 @@ final class POSIXWebSocketConnection: RelayConnection, Sendable {
     private struct State {
         var connection = WebSocketConnection(role: .client, maxMessageSize: 16 << 20)
         var closed = false
+        /// Reads that returned bytes (`receivedCount`).
+        var reads: UInt64 = 0
     }
 
     let frames: AsyncThrowingStream<String, any Error>
@@ -68,6 +70,9 @@ final class POSIXWebSocketConnection: RelayConnection, Sendable {
         let fd = try dial(host: host, port: port, timeout: connectTimeout)
         var timeout = timeval(tv_sec: Int(silenceTimeout), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // A write to a dead link whose send buffer is full must not block the client for ever.
+        var sendTimeout = timeval(tv_sec: Int(max(1, connectTimeout)), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
         let key = WebSocketHandshake.randomKey()
         let hostHeader = port == 80 ? host : "\(host):\(port)"
         let request = WebSocketHandshake.clientRequest(
@@ -104,6 +109,14 @@ final class POSIXWebSocketConnection: RelayConnection, Sendable {
         try write(bytes)
     }
 
+    var receivedCount: UInt64? { state.withLock { $0.reads } }
+
+    func ping() async throws {
+        let bytes: [UInt8]? = state.withLock { $0.closed ? nil : $0.connection.ping() }
+        guard let bytes else { throw RelayTransportError.closed(code: CloseCode.abnormal) }
+        try write(bytes)
+    }
+
     func close() async {
         let frame: [UInt8] = state.withLock {
             guard !$0.closed else { return [] }
@@ -122,7 +135,10 @@ final class POSIXWebSocketConnection: RelayConnection, Sendable {
         var pending = first
         while true {
             if !pending.isEmpty {
-                let outputs = state.withLock { $0.connection.receive(pending) }
+                let outputs = state.withLock {
+                    $0.reads &+= 1
+                    return $0.connection.receive(pending)
+                }
                 for output in outputs {
                     switch output {
                     case .write(let bytes): try? write(bytes)

@@ -42,6 +42,8 @@ public actor RelayClient {
         public var random: @Sendable () -> Double = { Double.random(in: 0...1) }
         /// Poll the catch-up endpoint while the socket cannot be opened.
         public var pollWhenSocketFails = true
+        /// Seconds an HTTP request of the SDK (catch-up polling, acks over REST) may take.
+        public var requestTimeout: Double = 10
 
         /// A configuration with the defaults above.
         public init(
@@ -76,6 +78,13 @@ public actor RelayClient {
     private var pendingAck: Int64 = 0
     private var sentAck: Int64 = 0
     private var ackFlush: Task<Void, Never>?
+    /// The open connection's liveness, from what arrives on it (see ``LinkWatchdog``).
+    private var watchdog = LinkWatchdog(now: 0)
+    /// Text frames received on the open connection (for transports that cannot count bytes).
+    private var framesReceived: UInt64 = 0
+    /// The SDK's HTTP requests; replaced after a dead link, so that no request waits on a pooled
+    /// keep-alive connection over the same dead path.
+    private var http: URLSession
     /// The current connection state.
     public private(set) var state: ConnectionState = .offline
 
@@ -87,6 +96,14 @@ public actor RelayClient {
         (states, stateSink) = AsyncStream.makeStream(of: ConnectionState.self)
         (resyncs, resyncSink) = AsyncStream.makeStream(of: ResyncReason.self)
         (signals, signalSink) = AsyncStream.makeStream(of: RelaySignal.self, bufferingPolicy: .bufferingNewest(64))
+        http = Self.session(timeout: configuration.requestTimeout)
+    }
+
+    private static func session(timeout: Double) -> URLSession {
+        let settings = URLSessionConfiguration.ephemeral
+        settings.timeoutIntervalForRequest = timeout
+        settings.timeoutIntervalForResource = timeout
+        return URLSession(configuration: settings)
     }
 
     /// The cursor: the last seq delivered to the app, and its inbox epoch.
@@ -166,7 +183,11 @@ public actor RelayClient {
                     url: webSocketURL(), headers: ["Authorization": "Bearer \(token)"])
                 connection = opened
                 openedAt = configuration.clock.now()
+                watchdog = LinkWatchdog(now: configuration.clock.now())
+                framesReceived = 0
                 set(.syncing)
+                let watching = Task { await watch(opened) }
+                defer { watching.cancel() }
                 try await receive(from: opened)
             } catch RelayTransportError.handshakeRefused(let status) where status == 401 || status == 403 {
                 refreshToken = true
@@ -197,6 +218,10 @@ public actor RelayClient {
 
     private func receive(from connection: any RelayConnection) async throws {
         for try await text in connection.frames {
+            // A frame is traffic: the watchdog learns of it now rather than at its next check.
+            framesReceived &+= 1
+            _ = watchdog.observe(
+                count: (connection.receivedCount ?? 0) &+ framesReceived, now: configuration.clock.now())
             guard let data = text.data(using: .utf8),
                 let frame = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
                 let type = frame["type"] as? String
@@ -212,6 +237,9 @@ public actor RelayClient {
                         .messagesPruned(firstAvailableSeq: (frame["firstAvailableSeq"] as? NSNumber)?.int64Value ?? 0))
                 }
                 cursor.epoch = epoch
+                if let interval = (frame["pingIntervalMs"] as? NSNumber)?.doubleValue {
+                    watchdog.setPingInterval(interval / 1000)
+                }
             case "message":
                 let payload = JSONSpans.values(named: "payload", atDepth: 1, in: Array(data)).first ?? []
                 if let message = RelayMessage(json: frame, payload: payload) { deliver(message) }
@@ -225,6 +253,28 @@ public actor RelayClient {
                 if pendingAck > sentAck { await flushAck() }
             default:
                 break
+            }
+        }
+    }
+
+    /// Pings a quiet link and closes a dead one (its `frames` then end and `run()` reconnects
+    /// with the usual backoff).
+    private func watch(_ connection: any RelayConnection) async {
+        let clock = configuration.clock
+        while !Task.isCancelled {
+            do { try await clock.sleep(seconds: watchdog.checkInterval) } catch { return }
+            guard !Task.isCancelled else { return }
+            let count = (connection.receivedCount ?? 0) &+ framesReceived
+            switch watchdog.observe(count: count, now: clock.now()) {
+            case .none:
+                break
+            case .ping:
+                try? await connection.ping()
+            case .dead:
+                http.invalidateAndCancel()
+                http = Self.session(timeout: configuration.requestTimeout)
+                await connection.close()
+                return
             }
         }
     }
@@ -266,7 +316,7 @@ public actor RelayClient {
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = Data(#"{"seq":\#(seq)}"#.utf8)
-        if let (_, response) = try? await URLSession.shared.data(for: request),
+        if let (_, response) = try? await http.data(for: request),
             (response as? HTTPURLResponse)?.statusCode == 204
         {
             sentAck = seq
@@ -288,7 +338,7 @@ public actor RelayClient {
             guard let url = components?.url else { return }
             var request = URLRequest(url: url)
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-            guard let (data, response) = try? await URLSession.shared.data(for: request),
+            guard let (data, response) = try? await http.data(for: request),
                 (response as? HTTPURLResponse)?.statusCode == 200,
                 let page = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
             else { return }

@@ -14,6 +14,19 @@ public protocol RelayConnection: Sendable {
     func send(_ text: String) async throws
     /// Closes with 1000 (normal closure).
     func close() async
+    /// Grows whenever anything arrives on the socket, control frames included, so that a
+    /// silently dead link can be told from a quiet one (``LinkWatchdog``). Nil when the transport
+    /// cannot tell; the client then counts the text frames it receives.
+    var receivedCount: UInt64? { get }
+    /// Sends a WebSocket ping; its pong counts in ``receivedCount``.
+    func ping() async throws
+}
+
+extension RelayConnection {
+    /// A transport that cannot count what arrives: the client counts text frames.
+    public var receivedCount: UInt64? { nil }
+    /// A transport that cannot ping: the client relies on the relay's pings.
+    public func ping() async throws {}
 }
 
 /// Why a socket could not be opened or ended.

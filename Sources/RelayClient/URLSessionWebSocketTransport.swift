@@ -1,5 +1,11 @@
-#if canImport(Darwin)
+// Compiled on Linux too (FoundationNetworking declares the same API), so that CI type-checks
+// it; Debian's libcurl has no WebSocket support, so there it fails at connect time.
 public import Foundation
+import RelayLocks
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
 
 /// WebSocket through `URLSessionWebSocketTask` (Apple platforms).
 public struct URLSessionWebSocketTransport: RelayTransport {
@@ -35,6 +41,9 @@ final class URLSessionRelayConnection: RelayConnection, @unchecked Sendable {
     let frames: AsyncThrowingStream<String, any Error>
     private let continuation: AsyncThrowingStream<String, any Error>.Continuation
     private let task: URLSessionWebSocketTask
+    /// Messages and pongs received: URLSessionWebSocketTask answers the relay's pings itself
+    /// without telling, so on this transport the client's own pings keep the count moving.
+    private let arrivals = LockedValue<UInt64>(0)
 
     init(task: URLSessionWebSocketTask) {
         self.task = task
@@ -56,11 +65,19 @@ final class URLSessionRelayConnection: RelayConnection, @unchecked Sendable {
     }
 
     private func deliver(_ message: URLSessionWebSocketTask.Message) {
+        arrivals.withLock { $0 &+= 1 }
         if case .string(let text) = message { continuation.yield(text) }
+    }
+
+    var receivedCount: UInt64? { arrivals.withLock { $0 } }
+
+    func ping() async throws {
+        task.sendPing { [arrivals] error in
+            if error == nil { arrivals.withLock { $0 &+= 1 } }
+        }
     }
 
     func send(_ text: String) async throws { try await task.send(.string(text)) }
 
     func close() async { task.cancel(with: .normalClosure, reason: nil) }
 }
-#endif

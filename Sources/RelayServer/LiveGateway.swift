@@ -51,7 +51,7 @@ final class LiveGateway: WebSocketLoopDelegate {
             tokenExpiresAt: claims.expiresAt + auth.tokens.leeway, now: hub.now)
         hub.register(session)  // before the catch-up is read: see LiveSession
         if accessLog { session.logger.info("websocket opened", ("after", String(after))) }
-        session.start(after: after, clientEpoch: epoch)
+        session.start(after: after, clientEpoch: epoch, pingIntervalMs: loop.configuration.pingIntervalMs)
     }
 
     /// A message was committed: live frames for every recipient with an open socket.

@@ -83,8 +83,9 @@ final class LiveSession: Sendable {
             label: "pushrelay-session", target: Self.workers[Int(handle.id % UInt64(Self.workers.count))])
     }
 
-    /// Sends `welcome`, every message after `after` page by page, then `synced`.
-    func start(after: Int64, clientEpoch: String?) {
+    /// Sends `welcome`, every message after `after` page by page, then `synced`. The welcome
+    /// tells the client the ping interval, from which it judges a silent link dead.
+    func start(after: Int64, clientEpoch: String?, pingIntervalMs: Int64) {
         queue.async { [self] in
             do {
                 let page = try store.catchUp(
@@ -98,6 +99,7 @@ final class LiveSession: Sendable {
                 writer.member("headSeq", page.head.headSeq)
                 writer.member("complete", page.window.complete)
                 writer.member("firstAvailableSeq", page.head.prunedSeq + 1)
+                writer.member("pingIntervalMs", pingIntervalMs)
                 writer.endObject()
                 // Without a usable cursor there is nothing to replay: the client resyncs from the
                 // chat server and continues from the head.

@@ -109,7 +109,7 @@ package final class WebSocketLoop: @unchecked Sendable {
         var queuedBytes: Int { output.count - outputOffset }
     }
 
-    let configuration: Configuration
+    package let configuration: Configuration
     private weak var delegate: (any WebSocketLoopDelegate)?
     private let poller: Poller
     private let inbox = LockedValue<[(UInt64, Command)]>([])

@@ -49,7 +49,12 @@ enum Tail {
         request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = try JSONSerialization.data(withJSONObject: ["userId": user, "deviceId": device])
-        let (data, _) = try await URLSession.shared.data(for: request)
+        request.timeoutInterval = 5
+        // A fresh connection per token: one pooled over a path that just went dead would hang
+        // the reconnect (a token is needed once per connection, so the handshake costs little).
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, _) = try await session.data(for: request)
         guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any],
             let token = object["token"] as? String
         else { throw URLError(.badServerResponse) }

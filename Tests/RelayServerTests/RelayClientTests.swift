@@ -284,3 +284,29 @@ import Testing
         #expect(backoff.delay(attempt: 3, random: 0.5) == 2)
     }
 }
+
+/// A link that goes silent for good (no FIN, no RST) is found and replaced in seconds.
+@Suite(.serialized) struct DeadLinkTests {
+    @Test func aSilentlyDeadLinkIsReplacedAndNothingIsLost() async throws {
+        let relay = try RelayProcess(arguments: ["--ping-interval-ms", "1000"])
+        let proxy = try BlackHoleProxy(target: relay.port)
+        defer { proxy.stop() }
+        var configuration = RelayClient.Configuration(
+            relayURL: URL(string: "http://127.0.0.1:\(proxy.port)")!, userId: "nat", deviceId: "phone",
+            tokenProvider: { _ in try await relay.token(userId: "nat", deviceId: "phone") })
+        configuration.backoff = Backoff(base: 0.05, cap: 0.5)
+        let client = RelayClient(configuration: configuration)
+        let tests = RelayClientTests()
+        await client.connect()
+        try await tests.post(relay, "before", to: "nat")
+        #expect(try await tests.collect(client, 1).map(\.seq) == [1])
+        proxy.blackHoleOpenConnections()
+        let cut = Date()
+        for n in 2...6 { try await tests.post(relay, "m\(n)", to: "nat") }
+        // 6.5 s of silence, a check, a backoff of at most 0.5 s; the bound is generous for busy machines.
+        let received = try await tests.collect(client, 5, within: 60)
+        #expect(received.map(\.seq) == [2, 3, 4, 5, 6])
+        print("dead link replaced, messages in hand after \(Date().timeIntervalSince(cut)) s")
+        await client.disconnect()
+    }
+}
