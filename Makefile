@@ -20,16 +20,20 @@ PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 seleni
 SYNAPSE_VENV := .venv-synapse
 SYNAPSE_PACKAGE := matrix-synapse==1.163.2
 
-.PHONY: deps build release run test test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
+.PHONY: deps test-deps build release run test test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
 
-## deps: install missing Debian packages (apt-get update once, non-interactive install)
-deps:
-	@missing=""; for p in $(APT_PACKAGES) $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+## deps: install the Debian packages building and running need (apt-get update once,
+## non-interactive install); test-deps: those and what the tests need
+INSTALL_MISSING = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+deps:
+	@$(call INSTALL_MISSING,$(APT_PACKAGES))
+test-deps:
+	@$(call INSTALL_MISSING,$(APT_PACKAGES) $(TEST_PACKAGES))
 
 build: deps
 	$(SWIFT) build
@@ -69,7 +73,7 @@ $(SYNAPSE_VENV)/.installed: Makefile
 
 ## test: build and run every test (unit and end-to-end against the real binary, python peers
 ## for the WebSocket and the push webhooks, a short fuzz run)
-test: deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
+test: test-deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
 	$(SWIFT) build --build-tests
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
@@ -86,6 +90,7 @@ test: deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	Tests/Postgres/pg.sh run $(MAKE) --no-print-directory test-postgres
 	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/deadlink_peer.py .build/debug/pushrelay
+	deploy/check-packages.sh .build/debug/pushrelay
 	$(MAKE) fuzz-smoke
 	$(MAKE) tsan
 	$(MAKE) asan
@@ -132,12 +137,12 @@ asan: deps
 	  $(SWIFT) test --sanitize=address --scratch-path .build/asan
 
 ## screenshot: the operator console's picture in the README (docs/console.png), from a real browser
-screenshot: deps $(VENV)/.installed
+screenshot: test-deps $(VENV)/.installed
 	$(SWIFT) build
 	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay --screenshot docs/console.png
 
 ## fuzz-api: a longer schemathesis run against openapi.yaml (200 examples per operation and pass)
-fuzz-api: build $(VENV)/.installed
+fuzz-api: test-deps build $(VENV)/.installed
 	Tests/Peers/contract.sh .build/debug/pushrelay 200
 
 ## bench: every benchmark of BENCHMARKS.md with its anchors (nginx, nchan, a bare libmicrohttpd
