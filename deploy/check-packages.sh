@@ -37,6 +37,9 @@ runtime=$(install_line deploy/Dockerfile '^FROM debian' '^# Fixed uid')
 readme=$(install_line deploy/README.md '^# Runtime libraries' '^# System user')
 [ -n "$build" ] && [ -n "$runtime" ] && [ -n "$readme" ] || { echo "FAILED: install lines not found"; exit 1; }
 
+# apt-cache needs the package lists (a machine where nothing was ever installed has none).
+apt-cache show libc6 >/dev/null 2>&1 || apt-get update -qq
+
 # What installing the named packages brings (their dependencies, recursively).
 closure() {
     apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
