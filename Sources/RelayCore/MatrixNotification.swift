@@ -29,45 +29,61 @@ public struct MatrixNotification: Sendable, Equatable {
     public var devices: [Device]
 
     public static let maxDevices = 100
+    /// The longest `app_id` and `pushkey` a pusher may have (the client-server spec's limits):
+    /// a longer one cannot be a registered device and comes back in `rejected`.
     public static let maxAppIdCharacters = 64
     public static let maxPushkeyCharacters = 512
-    static let maxFieldCharacters = 255
+    /// What a push's title and body are shortened to: a push service's payload is ~4 KiB
+    /// (APNs, FCM), and the title and body share it with the ids.
+    public static let maxTitleBytes = 512
+    public static let maxBodyBytes = 2048
+    /// Each name's share of the title, so that a long sender name leaves room for the room's.
+    static let maxNameBytes = 240
+    /// The longest `conversationId` and `senderId` a message carries; a longer room or user id
+    /// is carried as its digest there (and whole in the payload).
+    static let maxMessageIdBytes = 200
 
+    /// Parses a notify. Only its shape is checked (types, the `notification` object, 0 to
+    /// `maxDevices` pushers): a homeserver retries a refused notify and holds every later one
+    /// behind it, so nothing a well-formed notify carries — however long — refuses it. Empty
+    /// strings count as absent; counts are clamped to 0…2³¹−1.
     public init(json: JSONValue) throws(ValidationError) {
         guard let notification = json["notification"], case .object = notification else {
             throw ValidationError(.missingField, field: "notification", "'notification' must be an object")
         }
-        eventId = try Self.text(notification, "event_id", upTo: Self.maxFieldCharacters)
-        roomId = try Self.text(notification, "room_id", upTo: Self.maxFieldCharacters)
-        type = try Self.text(notification, "type", upTo: Self.maxFieldCharacters)
-        sender = try Self.text(notification, "sender", upTo: Self.maxFieldCharacters)
-        senderDisplayName = try Self.text(notification, "sender_display_name", upTo: Self.maxFieldCharacters)
-        roomName = try Self.text(notification, "room_name", upTo: Self.maxFieldCharacters)
+        eventId = try Self.text(notification, "event_id")
+        roomId = try Self.text(notification, "room_id")
+        type = try Self.text(notification, "type")
+        sender = try Self.text(notification, "sender")
+        senderDisplayName = try Self.text(notification, "sender_display_name")
+        roomName = try Self.text(notification, "room_name")
         let contentValue = try Self.object(notification, "content")
         content = contentValue?.serialized
-        body = contentValue?["body"]?.stringValue
+        body = contentValue?["body"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         // The spec's default priority is high; `low` is the only other value.
-        highPriority = try Self.text(notification, "prio", upTo: 16) != "low"
+        highPriority = try Self.text(notification, "prio") != "low"
         if let counts = try Self.object(notification, "counts") {
-            let countFields = try FieldReader(counts)
-            unread = try countFields.optionalInteger("unread", in: 0...Int64(Int32.max))
-            missedCalls = try countFields.optionalInteger("missed_calls", in: 0...Int64(Int32.max))
+            unread = try Self.count(counts, "unread")
+            missedCalls = try Self.count(counts, "missed_calls")
         }
-        guard case .array(let list)? = notification["devices"], !list.isEmpty, list.count <= Self.maxDevices else {
+        let list: [JSONValue]
+        switch notification["devices"] {
+        case .array(let entries)? where entries.count <= Self.maxDevices: list = entries
+        default:
             throw ValidationError(
-                .invalidField, field: "devices", "'devices' must be an array of 1 to \(Self.maxDevices) pushers")
+                .invalidField, field: "devices", "'devices' must be an array of at most \(Self.maxDevices) pushers")
         }
         devices = []
         for entry in list {
-            guard case .object = entry,
-                let appId = try Self.text(entry, "app_id", upTo: Self.maxAppIdCharacters),
-                let pushkey = try Self.text(entry, "pushkey", upTo: Self.maxPushkeyCharacters)
+            guard case .object = entry, let appId = entry["app_id"]?.stringValue,
+                let pushkey = entry["pushkey"]?.stringValue
             else {
-                throw ValidationError(.missingField, field: "devices", "each pusher needs 'app_id' and 'pushkey'")
+                throw ValidationError(
+                    .missingField, field: "devices", "each pusher needs 'app_id' and 'pushkey' strings")
             }
             let format: String?
             switch try Self.object(entry, "data")?["format"] {
-            case nil: format = nil
+            case nil, .null?: format = nil
             case .string(let text)?: format = text
             default: throw ValidationError(.invalidField, field: "format", "'data.format' must be a string")
             }
@@ -75,72 +91,137 @@ public struct MatrixNotification: Sendable, Equatable {
         }
     }
 
-    /// A string member of 1 to `limit` characters (the spec and openapi.yaml count characters,
-    /// not bytes); nil when absent or null.
-    private static func text(_ object: JSONValue, _ name: String, upTo limit: Int) throws(ValidationError) -> String? {
+    /// A string member, any length; nil when absent, null or empty.
+    private static func text(_ object: JSONValue, _ name: String) throws(ValidationError) -> String? {
         switch object[name] {
         case nil, .null?: return nil
-        case .string(let text)? where (1...limit).contains(text.unicodeScalars.count): return text
-        default:
-            throw ValidationError(.invalidField, field: name, "'\(name)' must be a string of 1 to \(limit) characters")
+        case .string(let text)?: return text.isEmpty ? nil : text
+        default: throw ValidationError(.invalidField, field: name, "'\(name)' must be a string")
         }
     }
 
-    /// An object member; nil when absent (null is refused: the spec has none).
+    /// An object member; nil when absent or null.
     private static func object(_ object: JSONValue, _ name: String) throws(ValidationError) -> JSONValue? {
         switch object[name] {
-        case nil: return nil
+        case nil, .null?: return nil
         case .object(let members)?: return .object(members)
         default: throw ValidationError(.invalidField, field: name, "'\(name)' must be an object")
         }
+    }
+
+    /// A count: any number, clamped to 0…2³¹−1 (a badge); nil when absent or null.
+    private static func count(_ object: JSONValue, _ name: String) throws(ValidationError) -> Int64? {
+        switch object[name] {
+        case nil, .null?: return nil
+        case .number(let text)?:
+            // (A JSON number always reads as a Double, ±infinity when huge; the clamp takes those too.)
+            let value = Double(text) ?? 0
+            return Int64(min(max(value, 0), Double(Int32.max)).rounded(.down))
+        default: throw ValidationError(.invalidField, field: name, "'\(name)' must be a number")
+        }
+    }
+
+    /// `text` cut to at most `maxBytes` bytes of UTF-8, ending in "…" when cut. It is cut
+    /// between characters (grapheme clusters); a single character longer than the budget is cut
+    /// between Unicode scalars, never inside one.
+    public static func shortened(_ text: String, toBytes maxBytes: Int) -> String {
+        guard text.utf8.count > maxBytes else { return text }
+        let ellipsis = "\u{2026}"
+        let budget = maxBytes - ellipsis.utf8.count
+        guard budget > 0 else { return "" }
+        var kept = ""
+        var used = 0
+        for character in text {
+            let size = character.utf8.count
+            guard used + size <= budget else { break }
+            kept.append(character)
+            used += size
+        }
+        if kept.isEmpty {
+            var scalars = String.UnicodeScalarView()
+            for scalar in text.unicodeScalars {
+                let size = UTF8.width(scalar)
+                guard used + size <= budget else { break }
+                scalars.append(scalar)
+                used += size
+            }
+            kept = String(scalars)
+        }
+        return kept + ellipsis
+    }
+
+    /// 40 hex digits of `digest(bytes)`: how the relay names what the homeserver names with
+    /// something too long for a message's field, stably (a retry maps to the same name).
+    static func hashed(_ bytes: [UInt8], digest: ([UInt8]) -> [UInt8]) -> String {
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in digest(bytes).prefix(20) {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// A room or user id as a message's `conversationId`/`senderId`: whole when it fits, else
+    /// `mx_` and its digest (the payload carries it whole).
+    static func messageField(_ id: String, digest: ([UInt8]) -> [UInt8]) -> String {
+        id.utf8.count <= maxMessageIdBytes ? id : "mx_" + hashed(Array(id.utf8), digest: digest)
     }
 
     /// The relay's message id for this event in `userId`'s inbox: stable, so that a homeserver
     /// retrying the notify replays it instead of adding it twice. `digest` is SHA-256 (injected).
     public func messageId(userId: String, digest: ([UInt8]) -> [UInt8]) -> String? {
         guard let eventId else { return nil }
-        let hash = digest(Array(eventId.utf8) + [0] + Array(userId.utf8))
-        return "mx_"
-            + hash.prefix(20).map { byte in
-                let hex = Array("0123456789abcdef".utf8)
-                return String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]], as: UTF8.self)
-            }.joined()
+        return "mx_" + Self.hashed(Array(eventId.utf8) + [0] + Array(userId.utf8), digest: digest)
     }
 
-    /// The `POST /v1/messages` body this event makes for `userId`: the payload keeps the
-    /// homeserver's field names; `eventIdOnly` leaves the content and the sender's name out of
-    /// both the payload and the push (the pusher asked for that).
-    public func messageRequest(id: String, userId: String, eventIdOnly: Bool) -> [UInt8] {
-        var writer = JSONWriter(capacity: 512 + (content?.count ?? 0))
+    /// How much of the event a message's payload carries: the most that fits the relay's
+    /// payload limit, in this order (the client can fetch the rest by `event_id`).
+    enum PayloadDetail: CaseIterable {
+        /// ids, names, `content` and counts.
+        case full
+        /// `content` left out.
+        case withoutContent
+        /// ids and counts (what an `event_id_only` pusher gets).
+        case idsOnly
+        /// An empty object: the ids are in the push's `data`.
+        case empty
+    }
+
+    /// The `POST /v1/messages` body this event makes for `userId`; it always passes that
+    /// endpoint's checks. The payload keeps the homeserver's field names, whole, and is cut down
+    /// (`PayloadDetail`) to fit `maxPayloadBytes`; the push's title and body are shortened to
+    /// `maxTitleBytes`/`maxBodyBytes`; a room or sender id too long for `conversationId` or
+    /// `senderId` goes there as its digest. `eventIdOnly` (every addressed pusher of the user
+    /// asked for ids only) leaves the content and the names out of both payload and push.
+    public func messageRequest(
+        id: String, userId: String, eventIdOnly: Bool, maxPayloadBytes: Int, digest: ([UInt8]) -> [UInt8]
+    ) -> [UInt8] {
+        var payload: [UInt8] = [UInt8(ascii: "{"), UInt8(ascii: "}")]
+        for detail in PayloadDetail.allCases where !(eventIdOnly && (detail == .full || detail == .withoutContent)) {
+            let candidate = self.payload(detail)
+            if candidate.count <= maxPayloadBytes {
+                payload = candidate
+                break
+            }
+        }
+        var writer = JSONWriter(capacity: 1024 + payload.count)
         writer.beginObject()
         writer.member("id", id)
         writer.key("recipients")
         writer.beginArray()
         writer.string(userId)
         writer.endArray()
-        if let roomId { writer.member("conversationId", roomId) }
-        if let sender { writer.member("senderId", sender) }
+        if let roomId { writer.member("conversationId", Self.messageField(roomId, digest: digest)) }
+        if let sender { writer.member("senderId", Self.messageField(sender, digest: digest)) }
         writer.member("priority", highPriority ? "high" : "normal")
         writer.key("payload")
-        writer.beginObject()
-        writer.member("event_id", orNull: eventId)
-        writer.member("room_id", orNull: roomId)
-        if !eventIdOnly {
-            writer.member("type", orNull: type)
-            writer.member("sender", orNull: sender)
-            writer.member("sender_display_name", orNull: senderDisplayName)
-            writer.member("room_name", orNull: roomName)
-            writer.key("content")
-            if let content { writer.raw(content) } else { writer.null() }
-        }
-        writeCounts(into: &writer)
-        writer.endObject()
+        writer.raw(payload)
         writer.key("push")
         writer.beginObject()
         if !eventIdOnly {
-            let from = senderDisplayName ?? sender ?? "New message"
-            writer.member("title", roomName.map { "\(from) in \($0)" } ?? from)
-            if let body { writer.member("body", String(body.prefix(1000))) }
+            writer.member("title", title)
+            if let body { writer.member("body", Self.shortened(body, toBytes: Self.maxBodyBytes)) }
         }
         writer.key("data")
         writer.beginObject()
@@ -149,6 +230,36 @@ public struct MatrixNotification: Sendable, Equatable {
         writeCounts(into: &writer)
         writer.endObject()
         writer.endObject()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// "Sender in Room", each name shortened to its share, at most `maxTitleBytes`.
+    var title: String {
+        let from = Self.shortened(senderDisplayName ?? sender ?? "New message", toBytes: Self.maxNameBytes)
+        guard let roomName else { return from }
+        return Self.shortened(
+            "\(from) in \(Self.shortened(roomName, toBytes: Self.maxNameBytes))", toBytes: Self.maxTitleBytes)
+    }
+
+    private func payload(_ detail: PayloadDetail) -> [UInt8] {
+        var writer = JSONWriter(capacity: 512 + (detail == .full ? content?.count ?? 0 : 0))
+        writer.beginObject()
+        if detail != .empty {
+            writer.member("event_id", orNull: eventId)
+            writer.member("room_id", orNull: roomId)
+        }
+        if detail == .full || detail == .withoutContent {
+            writer.member("type", orNull: type)
+            writer.member("sender", orNull: sender)
+            writer.member("sender_display_name", orNull: senderDisplayName)
+            writer.member("room_name", orNull: roomName)
+        }
+        if detail == .full {
+            writer.key("content")
+            if let content { writer.raw(content) } else { writer.null() }
+        }
+        if detail != .empty { writeCounts(into: &writer) }
         writer.endObject()
         return writer.bytes
     }

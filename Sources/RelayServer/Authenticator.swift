@@ -19,6 +19,9 @@ package struct Authenticator: Sendable {
     let revocations: TokenRevocations
     private let now: @Sendable () -> Timestamp
     private let limiter: RateLimiter?
+    /// Wrong Matrix secrets per peer address (`wrongMatrixSecrets`); on whatever `limiter` says.
+    private let wrongSecrets = RateLimiter(
+        server: Authenticator.wrongMatrixSecrets, client: Authenticator.wrongMatrixSecrets)
 
     init(
         serverKeys: [String], tokens: ClientTokenCodec, revocations: TokenRevocations = TokenRevocations([]),
@@ -29,6 +32,11 @@ package struct Authenticator: Sendable {
         self.revocations = revocations
         self.limiter = limiter
         self.now = now
+    }
+
+    /// Server keys and tokens only (no revocations, no request budget): for tests of the checks.
+    package init(serverKeys: [String], tokens: ClientTokenCodec, now: @escaping @Sendable () -> Timestamp) {
+        self.init(serverKeys: serverKeys, tokens: tokens, revocations: TokenRevocations([]), limiter: nil, now: now)
     }
 
     static func bearer(_ request: HTTPRequest) -> String? {
@@ -81,18 +89,40 @@ package struct Authenticator: Sendable {
 
     /// The Matrix push gateway: a homeserver sends no bearer key, so the `secret` query parameter
     /// is the credential (compared in constant time); rate-limited like a server key. A wrong or
-    /// unset secret is 404, as if the endpoint did not exist.
-    package func requireMatrixGateway(presented: String, configured: String?) throws(APIError) {
-        guard Self.matrixSecretMatches(presented: presented, configured: configured) else {
-            throw .notFound("no such endpoint")
-        }
+    /// unset secret is 404, as if the endpoint did not exist — until `caller` (the peer address)
+    /// has sent `wrongMatrixSecrets` of them: then 429. The right secret is compared first and
+    /// never refused by that budget, so that wrong ones sent through the same proxy as the
+    /// homeserver cannot silence it (guessing is bounded by the secret's length, not the budget).
+    package func requireMatrixGateway(presented: String, configured: String?, caller: String) throws(APIError) {
+        try checkMatrixSecret(presented: presented, configured: configured, caller: caller)
         try limit("matrix", isServer: true)
     }
 
-    /// Whether the path's secret is the configured one (none configured: never).
-    static func matrixSecretMatches(presented: String, configured: String?) -> Bool {
-        guard let configured else { return false }
-        return ConstantTime.equals(Array(presented.utf8), Array(configured.utf8))
+    /// The secret alone (no request budget spent): for the check of a request's head. A wrong one
+    /// spends from `caller`'s budget of wrong secrets.
+    package func checkMatrixSecret(presented: String, configured: String?, caller: String) throws(APIError) {
+        guard Self.matrixSecretMatches(presented: presented, configured: configured) else {
+            if let wait = wrongSecrets.check(caller, isServer: true, now: now()) {
+                throw APIError(
+                    429, "rate_limited", "too many requests; retry after \(wait) s",
+                    headers: [("Retry-After", String(wait))])
+            }
+            throw .notFound("no such endpoint")
+        }
+    }
+
+    /// Wrong Matrix secrets one peer address may send: 10 at once, then 1 a second.
+    package static let wrongMatrixSecrets = RateLimiter.Limits(ratePerSecond: 1, burst: 10)
+
+    /// Whether the path's secret is the configured one (none configured: never). Both sides are
+    /// hashed first, so the comparison's time depends on neither's length; `digest` is SHA-256
+    /// (a parameter for the test that both sides go through it).
+    package static func matrixSecretMatches(
+        presented: String, configured: String?, digest: ([UInt8]) -> [UInt8] = { Crypto.sha256($0) }
+    ) -> Bool {
+        let expected = digest(Array((configured ?? "").utf8))
+        let given = digest(Array(presented.utf8))
+        return ConstantTime.equals(given, expected) && configured != nil
     }
 
     /// 429 with `Retry-After` when the caller spent its budget.

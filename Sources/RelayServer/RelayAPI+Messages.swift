@@ -33,7 +33,7 @@ extension RelayAPI {
     /// Stores a message (next group commit) with a snapshot of its recipients' online devices,
     /// fans it out live once committed, then hands the outcome to `done`.
     func submit(
-        _ message: IncomingMessage, fingerprint: [UInt8], _ reply: Reply,
+        _ message: IncomingMessage, fingerprint: [UInt8], targets: PushTargets? = nil, _ reply: Reply,
         done: @escaping @Sendable (AcceptOutcome) throws -> Void
     ) {
         let metrics = self.metrics
@@ -42,7 +42,7 @@ extension RelayAPI {
         store.accept(
             NewMessage(
                 message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery,
-                online: onlineSnapshot(message.recipients)),
+                online: onlineSnapshot(message.recipients), targets: targets),
             completion: onStore(reply) { (outcome: AcceptOutcome) in
                 if case .accepted(let recipients) = outcome {
                     metrics.recordAccepted(recipients: recipients.count)

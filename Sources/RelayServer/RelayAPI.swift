@@ -145,10 +145,9 @@ package final class RelayAPI: Sendable {
                 throw Self.methodNotAllowed(request.method, allowed: allowed)
             }
             if case .found(_, let pattern, _) = match, pattern == Self.matrixNotifyRoute {
-                guard
-                    Authenticator.matrixSecretMatches(
-                        presented: request.queryValue("secret") ?? "", configured: config.matrixNotifySecret)
-                else { throw APIError.notFound("no such endpoint") }
+                try auth.checkMatrixSecret(
+                    presented: request.queryValue("secret") ?? "", configured: config.matrixNotifySecret,
+                    caller: request.remoteAddress)
                 return nil
             }
             _ = try auth.verify(credential: Authenticator.bearer(request))

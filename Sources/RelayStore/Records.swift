@@ -29,16 +29,40 @@ package struct NewMessage: Sendable {
     /// from inside the transaction: a device that comes or goes meanwhile is pushed a little
     /// sooner or later, never not at all.
     package var online: [String: Set<String>]
+    /// Nil: every registered device of each recipient gets a push job.
+    package var targets: PushTargets?
 
     package init(
         message: IncomingMessage, fingerprint: [UInt8], now: Timestamp, delivery: DeliveryPolicy? = nil,
-        online: [String: Set<String>] = [:]
+        online: [String: Set<String>] = [:], targets: PushTargets? = nil
     ) {
         self.message = message
         self.fingerprint = fingerprint
         self.now = now
         self.delivery = delivery
         self.online = online
+        self.targets = targets
+    }
+}
+
+/// The devices a message is pushed to when its sender names them (a Matrix notify addresses
+/// its pushers, one notify per pusher): only these get a push job; one that is addressed again
+/// for a message already stored (another pusher's notify for the same event, a retry) gets the
+/// job it lacks, once. Devices in `contentFree` are made content-free in the same write (their
+/// pusher asked for ids only), so that no push to them ever carries the content.
+package struct PushTargets: Sendable {
+    /// User → device ids.
+    package var devices: [String: Set<String>]
+    package var contentFree: [String: Set<String>]
+    /// The fingerprint of a stored version this message replaces (an ids-only version of the
+    /// same event, stored first by another pusher's notify): its content, push and fingerprint
+    /// are overwritten, its inbox entries kept.
+    package var supersedes: [UInt8]?
+
+    package init(devices: [String: Set<String>], contentFree: [String: Set<String>], supersedes: [UInt8]?) {
+        self.devices = devices
+        self.contentFree = contentFree
+        self.supersedes = supersedes
     }
 }
 

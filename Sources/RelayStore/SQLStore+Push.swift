@@ -55,10 +55,11 @@ package enum PushResult: Sendable {
 extension SQLStore {
     /// Queues a push job for every active device of `userId` (inside the accept write), due when
     /// `policy` says. A pending job with the same `collapseKey` on that device is replaced (RFC
-    /// 8030 "Topic"). Returns whether any job was queued.
+    /// 8030 "Topic"). With `only` (`PushTargets`), just those devices, each once per message.
+    /// Returns whether any job was queued.
     static func queuePushJobs(
         _ db: any SQLConnection, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
-        policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>
+        policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>, only: Set<String>? = nil
     ) throws -> Bool {
         var devices: [String] = []
         if db.isOptimistic, let prefetched = db.prefetched.devices[userId] {
@@ -67,6 +68,18 @@ extension SQLStore {
             try db.query("SELECT device_id FROM devices WHERE user_id = ? AND active = 1", [.text(userId)]) {
                 devices.append($0.text(0))
             }
+        }
+        if let only {
+            var untouched: [String] = []
+            for deviceId in devices where only.contains(deviceId) {
+                var hasJob = false
+                try db.query(
+                    "SELECT 1 FROM push_jobs WHERE message_id = ? AND user_id = ? AND device_id = ? LIMIT 1",
+                    [.text(message.id), .text(userId), .text(deviceId)]
+                ) { _ in hasJob = true }
+                if !hasJob { untouched.append(deviceId) }
+            }
+            devices = untouched
         }
         for deviceId in devices {
             // The device's open push window: the earliest due time still ahead (jobs already due

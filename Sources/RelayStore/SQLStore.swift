@@ -214,16 +214,30 @@ package final class SQLStore: RelayStore {
         _ new: NewMessage, _ db: any SQLConnection, epochFor: (String) -> String
     ) throws -> Accepted {
         let message = new.message
-        var existing: (fingerprint: [UInt8], recipients: String)?
+        var existing: (fingerprint: [UInt8], recipients: String, expiresAt: Int64)?
         // (Optimistically, a replay fails the insert into `messages` instead, and is answered in the rerun.)
         if !db.isOptimistic {
-            try db.query("SELECT fingerprint, recipients FROM messages WHERE id = ?", [.text(message.id)]) {
-                existing = ($0.bytes(0), $0.text(1))
+            try db.query("SELECT fingerprint, recipients, expires_at FROM messages WHERE id = ?", [.text(message.id)]) {
+                existing = ($0.bytes(0), $0.text(1), $0.int64(2))
             }
         }
+        if let targets = new.targets { try Self.makeContentFree(db, targets.contentFree, now: new.now) }
         if let existing {
-            guard existing.fingerprint == new.fingerprint else { return Accepted(outcome: .conflict, effect: .data) }
-            return Accepted(outcome: .replay(Self.decodeRecipients(existing.recipients)), effect: .data)
+            let recipients = Self.decodeRecipients(existing.recipients)
+            var outcome = AcceptOutcome.conflict
+            if existing.fingerprint == new.fingerprint {
+                outcome = .replay(recipients)
+            } else if let supersedes = new.targets?.supersedes, existing.fingerprint == supersedes {
+                try Self.replaceContent(db, message, fingerprint: new.fingerprint)
+                outcome = .replay(recipients)
+            }
+            guard let targets = new.targets, let policy = new.delivery else {
+                return Accepted(outcome: outcome, effect: .data)
+            }
+            let queued = try Self.queueMissingPushJobs(
+                db, targets, recipients: recipients, message: message, new: new, policy: policy,
+                expiresAt: Timestamp(milliseconds: existing.expiresAt))
+            return Accepted(outcome: outcome, effect: queued ? .jobs : .data)
         }
         let now = new.now.milliseconds
         let expiresAt = now + message.ttlSeconds * 1000
@@ -257,7 +271,8 @@ package final class SQLStore: RelayStore {
             if let policy = new.delivery,
                 try Self.queuePushJobs(
                     db, userId: userId, seq: seq, message: message, now: new.now, policy: policy,
-                    expiresAt: Timestamp(milliseconds: expiresAt), online: online)
+                    expiresAt: Timestamp(milliseconds: expiresAt), online: online,
+                    only: new.targets.map { $0.devices[userId] ?? [] })
             {
                 effect = .jobs
                 if online.isEmpty { initial = .push }
@@ -288,6 +303,60 @@ package final class SQLStore: RelayStore {
                 .text(Self.encodeRecipients(results)),
             ])
         return Accepted(outcome: .accepted(results), effect: effect)
+    }
+
+    /// Marks devices content-free (`PushTargets.contentFree`).
+    static func makeContentFree(_ db: any SQLConnection, _ devices: [String: Set<String>], now: Timestamp) throws {
+        for (userId, deviceIds) in devices {
+            for deviceId in deviceIds {
+                try db.run(
+                    """
+                    UPDATE devices SET content_free = 1, updated_at = ?
+                    WHERE user_id = ? AND device_id = ? AND content_free = 0
+                    """, [.int(now.milliseconds), .text(userId), .text(deviceId)])
+            }
+        }
+    }
+
+    /// Overwrites a stored message's content (`PushTargets.supersedes`); its inbox entries,
+    /// times and recipients stay.
+    static func replaceContent(_ db: any SQLConnection, _ message: IncomingMessage, fingerprint: [UInt8]) throws {
+        try db.run(
+            """
+            UPDATE messages SET fingerprint = ?, conversation_id = ?, sender_id = ?, payload = ?, push = ?, priority = ?
+            WHERE id = ?
+            """,
+            [
+                .blob(fingerprint), .optional(message.conversationId), .optional(message.senderId),
+                .text(String(decoding: message.payload, as: UTF8.self)),
+                .optional(message.push.map { String(decoding: $0, as: UTF8.self) }), .text(message.priority.rawValue),
+                .text(message.id),
+            ])
+    }
+
+    /// A stored message addressed again: each targeted device of a recipient that has no job for
+    /// it yet gets one, unless the recipient already acked it. Returns whether any device was
+    /// considered (the notifier must look).
+    static func queueMissingPushJobs(
+        _ db: any SQLConnection, _ targets: PushTargets, recipients: [RecipientSeq], message: IncomingMessage,
+        new: NewMessage, policy: DeliveryPolicy, expiresAt: Timestamp
+    ) throws -> Bool {
+        var queued = false
+        for recipient in recipients {
+            guard let devices = targets.devices[recipient.userId], !devices.isEmpty else { continue }
+            var ackSeq: Int64 = 0
+            try db.query("SELECT ack_seq FROM inboxes WHERE user_id = ?", [.text(recipient.userId)]) {
+                ackSeq = $0.int64(0)
+            }
+            guard recipient.seq > ackSeq else { continue }
+            if try queuePushJobs(
+                db, userId: recipient.userId, seq: recipient.seq, message: message, now: new.now, policy: policy,
+                expiresAt: expiresAt, online: new.online[recipient.userId] ?? [], only: devices)
+            {
+                queued = true
+            }
+        }
+        return queued
     }
 
     /// Recipients as stored: `[["user", seq, "delivery"], …]`.

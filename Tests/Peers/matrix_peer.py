@@ -298,6 +298,77 @@ def retry_is_idempotent(world):
     return f"{attempts} notifies for the event, 1 inbox message, 1 push"
 
 
+def notify(world, notification, secret=GATEWAY_SECRET):
+    return world.relay.http("POST", f"/_matrix/push/v1/notify?secret={secret}", {"notification": notification})
+
+
+def register_device(world, user, device, pushkey):
+    status, body = world.relay.http("PUT", f"/v1/users/{user}/devices/{device}", {
+        "pushUrl": world.receiver.base + f"/{user}/{device}", "matrix": {"appId": APP_ID, "pushkey": pushkey}})
+    assert status in (200, 201), body
+
+
+def push_for(world, path, event):
+    found = [p for p in world.receiver.bodies(path) if (p.get("push") or {}).get("data", {}).get("event_id") == event]
+    return found[0] if found else None
+
+
+@check("a user with a 240-byte id in a room with a 250-character name reaches alice's device as a push")
+def long_sender_and_room_name(world):
+    localpart = "l" * (240 - len("@:localhost"))
+    token = world.synapse.register(localpart, "long-password")
+    room_name = "R" * 249 + "!"
+    status, room = call(world.synapse.base, "POST", "/_matrix/client/v3/createRoom",
+                        {"preset": "private_chat", "name": room_name, "invite": ["@alice:localhost"]}, token=token)
+    assert status == 200, room
+    status, body = call(world.synapse.base, "POST", f"/_matrix/client/v3/join/{room['room_id']}", {}, token=world.alice)
+    assert status == 200, body
+    status, sent = call(world.synapse.base, "PUT",
+                        f"/_matrix/client/v3/rooms/{room['room_id']}/send/m.room.message/long-{time.time()}",
+                        {"msgtype": "m.text", "body": "from a long id"}, token=token)
+    assert status == 200, sent
+    assert wait_for(lambda: world.pushes_with("from a long id"), 30), (
+        world.proxy.forwarded[-3:], world.receiver.bodies("/alice/phone")[-2:])
+    push = world.pushes_with("from a long id")[0]
+    title = push["push"]["title"]
+    assert len(title.encode()) <= 512 and title.endswith("…") and " in RRR" in title, title
+    assert push["push"]["data"]["event_id"] == sent["event_id"], push
+    [message] = [m for m in world.inbox() if m["payload"].get("event_id") == sent["event_id"]]
+    assert message["payload"]["sender"] == f"@{localpart}:localhost" and message["payload"]["room_name"] == room_name
+    statuses = {s for e, s in world.proxy.forwarded if e == sent["event_id"]}
+    assert statuses == {200}, statuses
+    return f"title {len(title.encode())} bytes ({title[:12]}…{title[-8:]}), sender id {len(message['payload']['sender'])} bytes"
+
+
+@check("alice's second pusher with event_id_only gets its push without the content; her first gets the text")
+def event_id_only_pusher(world):
+    register_device(world, "alice", "tablet", "alice-pushkey-2")
+    status, body = call(world.synapse.base, "POST", "/_matrix/client/v3/pushers/set", {
+        "kind": "http", "app_id": APP_ID, "pushkey": "alice-pushkey-2", "app_display_name": "PushRelay test",
+        "device_display_name": "tablet", "lang": "en", "append": True,
+        "data": {"url": f"{world.proxy.base}/_matrix/push/v1/notify?secret={GATEWAY_SECRET}",
+                 "format": "event_id_only"}}, token=world.alice)
+    assert status == 200, body
+    try:
+        world.bob_says("the launch code is 1234")
+        assert wait_for(lambda: world.receiver.bodies("/alice/tablet") and world.pushes_with("the launch code is 1234"), 20), (
+            world.receiver.bodies("/alice/tablet"), world.receiver.bodies("/alice/phone")[-2:])
+        time.sleep(1)
+        with world.receiver.lock:
+            tablet = [body for path, _, body in world.receiver.pushes if path == "/alice/tablet"]
+        assert tablet and not any(b"launch code" in body or b"bob" in body for body in tablet), tablet
+        pushed = json.loads(tablet[-1])
+        assert pushed["type"] == "message" and "push" not in pushed and "messageId" not in pushed, pushed
+        status, devices = world.relay.http("GET", "/v1/users/alice/devices")
+        assert {d["deviceId"]: d["contentFree"] for d in devices["devices"]} == {"phone": False, "tablet": True}, devices
+        title = world.pushes_with("the launch code is 1234")[0]["push"]["title"]
+        return f"tablet: {len(tablet)} content-free push(es); phone: title {title!r} and the text"
+    finally:
+        call(world.synapse.base, "POST", "/_matrix/client/v3/pushers/set", {
+            "kind": None, "app_id": APP_ID, "pushkey": "alice-pushkey-2"}, token=world.alice)
+        world.relay.http("DELETE", "/v1/users/alice/devices/tablet")
+
+
 @check("a disabled device's pushkey comes back in rejected and Synapse removes the pusher")
 def rejected_pusher_is_removed(world):
     world.receiver.status["/alice/phone"] = 410  # the push service says the app is gone
@@ -317,6 +388,89 @@ def rejected_pusher_is_removed(world):
         "notification": {"devices": [{"app_id": APP_ID, "pushkey": PUSHKEY}]}})
     assert status == 404, status
     return "pusher removed by Synapse; a wrong secret gets 404"
+
+
+LONG_CASES = [
+    ("a 248-byte sender", {"sender": "@" + "s" * 237 + ":hs.org"}),
+    ("a 206-byte room_id", {"room_id": "!" + "r" * 198 + ":hs.org"}),
+    ("a 256-character display name", {"sender_display_name": "N" * 256}),
+    ("200 CJK characters of sender and of room name", {"sender_display_name": "漢" * 200, "room_name": "字" * 200}),
+    ("a 64,500-byte body and an emoji name",
+     {"sender_display_name": "👩‍👩‍👧‍👦" * 40, "content": {"msgtype": "m.text", "body": "b" * 64_500}}),
+]
+
+
+@check("direct notifies with long ids, names and bodies are answered 200 and pushed, their text shortened")
+def long_fields_direct(world):
+    register_device(world, "carol", "phone", "carol-pushkey")
+    for number, (name, fields) in enumerate(LONG_CASES):
+        event = f"$long{number}"
+        notification = {"event_id": event, "room_id": "!room:hs.org", "sender": "@bob:hs.org", "prio": "high",
+                        "content": {"msgtype": "m.text", "body": f"case {number}"}, "counts": {"unread": 1},
+                        "devices": [{"app_id": APP_ID, "pushkey": "carol-pushkey"}], **fields}
+        status, answer = notify(world, notification)
+        assert status == 200 and answer == {"rejected": []}, (name, status, answer)
+        # One at a time: pushes due together are coalesced into one carrying the newest.
+        assert wait_for(lambda: push_for(world, "/carol/phone", event), 20), (name, world.receiver.bodies("/carol/phone"))
+        push = push_for(world, "/carol/phone", event)["push"]
+        assert len(push["title"].encode()) <= 512 and len(push.get("body", "").encode()) <= 2048, (name, push)
+        if "漢" in fields.get("sender_display_name", ""):
+            assert push["title"].startswith("漢漢") and "… in 字" in push["title"] and push["title"].endswith("字…"), push
+        if "content" in fields:
+            assert push["body"].endswith("b…") and push["title"].startswith("👩‍👩‍👧‍👦"), push["title"][:30]
+    return f"{len(LONG_CASES)} notifies, 200 each, each pushed"
+
+
+@check("event_id_only is per pusher: in either order of the two notifies, the content never reaches that device")
+def event_id_only_direct(world):
+    register_device(world, "dave", "phone", "dave-full")
+    register_device(world, "dave", "watch", "dave-ids")
+    full = {"room_id": "!r:hs.org", "type": "m.room.message", "sender": "@bob:hs.org", "sender_display_name": "Bob",
+            "room_name": "Secret room", "content": {"msgtype": "m.text", "body": "the launch code is 1234"},
+            "counts": {"unread": 2}, "devices": [{"app_id": APP_ID, "pushkey": "dave-full", "data": {}}]}
+    ids = {"room_id": "!r:hs.org", "prio": "high", "counts": {"unread": 2},
+           "devices": [{"app_id": APP_ID, "pushkey": "dave-ids", "data": {"format": "event_id_only"}}]}
+    # A notify carrying content for an event_id_only pusher (not what Synapse sends) leaks nothing either.
+    both = dict(full, devices=[{"app_id": APP_ID, "pushkey": "dave-ids", "data": {"format": "event_id_only"}}])
+    orders = {"$full-first": [full, ids], "$ids-first": [ids, full], "$content-to-ids": [both, full]}
+
+    def phone(event):
+        return [p for p in world.receiver.bodies("/dave/phone") if p.get("messageId", "").startswith("mx_")
+                and (p.get("push") or {}).get("data", {}).get("event_id") == event]
+    for number, (event, notifies) in enumerate(orders.items()):
+        for notification in notifies:
+            status, answer = notify(world, dict(notification, event_id=event))
+            assert status == 200 and answer == {"rejected": []}, (event, status, answer)
+        # A retry of each changes nothing.
+        for notification in notifies:
+            assert notify(world, dict(notification, event_id=event))[0] == 200
+        # One event at a time: pushes due together are coalesced into one carrying the newest.
+        assert wait_for(lambda: phone(event), 20), (event, world.receiver.bodies("/dave/phone"))
+        assert wait_for(lambda: len(world.receiver.bodies("/dave/watch")) > number, 20), (
+            event, world.receiver.bodies("/dave/watch"))
+    time.sleep(1.5)
+    for event in orders:
+        [pushed] = phone(event)
+        assert pushed["push"]["title"] == "Bob in Secret room" and pushed["push"]["body"] == "the launch code is 1234", pushed
+    with world.receiver.lock:
+        watch = [body for path, _, body in world.receiver.pushes if path == "/dave/watch"]
+    assert len(watch) == len(orders), watch
+    assert not any(b"launch code" in body or b"Bob" in body or b"Secret" in body for body in watch), watch
+    assert all("push" not in json.loads(body) for body in watch), watch
+    status, page = world.relay.http("GET", "/v1/users/dave/messages?after=0&limit=100")
+    assert status == 200 and len(page["messages"]) == len(orders), page
+    assert all(m["payload"].get("content", {}).get("body") == "the launch code is 1234" for m in page["messages"]), page
+    return f"phone: {len(orders)} pushes with the text; watch: {len(watch)} content-free pushes; {len(orders)} inbox messages"
+
+
+@check("wrong secrets: 404 until an address has sent 10, then 429; the right secret still passes")
+def wrong_secret_budget(world):
+    body = {"devices": [{"app_id": APP_ID, "pushkey": "nobody"}]}
+    statuses = [notify(world, body, secret=f"wrong-secret-{n:04d}-0123456789")[0] for n in range(12)]
+    assert statuses[:9] == [404] * 9 and statuses[-1] == 429, statuses
+    status, answer = notify(world, body)
+    assert status == 200 and answer == {"rejected": ["nobody"]}, (status, answer)
+    return f"statuses {statuses}"
 
 
 def main(argv):

@@ -304,4 +304,44 @@ import Testing
         #expect(batches.first?.seqTo == 3)
         #expect(batches.first?.jobIds.count == 3)
     }
+
+    /// Targeted pushes (a Matrix notify per pusher): only the named device gets a job; the same
+    /// message named again for another device gives that one its job (once, however often it is
+    /// named), marks it content-free when asked, and a fuller version supersedes an ids-only one.
+    @Test func targetedPushesReachOnlyTheNamedDevicesOnce() async throws {
+        let store = try open()
+        defer { store.close() }
+        for deviceId in ["phone", "watch", "web"] {
+            let device = Device(
+                userId: "u", deviceId: deviceId, pushURL: "http://127.0.0.1:9/\(deviceId)", platform: nil,
+                contentFree: false, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+            _ = try await withCheckedThrowingContinuation { continuation in
+                store.putDevice(device) { continuation.resume(with: $0) }
+            }
+        }
+        let policy = DeliveryPolicy(pushDelayMs: 100, ackTimeoutMs: 5000)
+        func targeted(_ text: String, _ deviceId: String, contentFree: Bool, supersedes: [UInt8]?) throws -> NewMessage
+        {
+            var new = try message("mx_1", ["u"], text: text)
+            new.delivery = policy
+            new.targets = PushTargets(
+                devices: ["u": [deviceId]], contentFree: ["u": contentFree ? [deviceId] : []], supersedes: supersedes)
+            return new
+        }
+        // The ids-only version first (for the watch), then the full one (for the phone), twice each.
+        for _ in 0..<2 {
+            _ = try await Self.accept(store, try targeted("ids", "watch", contentFree: true, supersedes: nil))
+            _ = try await Self.accept(
+                store, try targeted("full", "phone", contentFree: false, supersedes: Array("ids".utf8)))
+        }
+        let batches = try store.duePushes(
+            now: Timestamp(milliseconds: 2_000_000), limit: 10, skipping: [], admitting: { _ in .take })
+        #expect(batches.map(\.deviceId).sorted() == ["phone", "watch"])
+        #expect(batches.allSatisfy { $0.jobIds.count == 1 && $0.messageId == "mx_1" })
+        #expect(batches.first { $0.deviceId == "watch" }?.contentFree == true)
+        #expect(batches.first { $0.deviceId == "phone" }?.contentFree == false)
+        let stored = try #require(try store.message(id: "mx_1", now: Timestamp(milliseconds: 1_000_000)))
+        #expect(String(decoding: stored.payload, as: UTF8.self) == #"{"t":"full"}"#)
+        #expect(stored.recipients.count == 1)
+    }
 }
