@@ -20,16 +20,14 @@ final class LiveGateway: WebSocketLoopDelegate {
     let auth: Authenticator
     /// A line per socket opened and closed.
     let accessLog: Bool
-    let metrics: Metrics
-    /// Hands a client's signal to the chat server (`signal.received`, one attempt).
-    let forwardSignal: @Sendable (RelayEvent) -> Void
+    /// Hands a client's signal to the chat server (`signal.received`, one attempt), within budget.
+    let signals: SignalForwarder
 
     init(
         loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, delivery: DeliveryPolicy,
-        auth: Authenticator, accessLog: Bool, metrics: Metrics, forwardSignal: @escaping @Sendable (RelayEvent) -> Void
+        auth: Authenticator, accessLog: Bool, signals: SignalForwarder
     ) {
-        self.metrics = metrics
-        self.forwardSignal = forwardSignal
+        self.signals = signals
         self.delivery = delivery
         self.auth = auth
         self.accessLog = accessLog
@@ -107,12 +105,9 @@ final class LiveGateway: WebSocketLoopDelegate {
                     reason: "a signal needs a conversationId, a name and at most 1 KiB of data")
                 return
             }
-            metrics.recordSignal(.received)
-            guard session.takeSignal() else {
-                metrics.recordSignal(.rateLimited)
-                return
+            signals.forward(userId: session.userId) { time in
+                .signalReceived(userId: session.userId, deviceId: session.deviceId, signal, at: time)
             }
-            forwardSignal(.signalReceived(userId: session.userId, deviceId: session.deviceId, signal, at: hub.now()))
         case "refresh":
             // A fresh token for the same user and device keeps the socket open past the old one's expiry.
             guard let token = json["token"]?.stringValue, let claims = try? auth.verifyToken(token),

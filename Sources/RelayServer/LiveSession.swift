@@ -61,17 +61,11 @@ final class LiveSession: Sendable {
 
     private let now: @Sendable () -> Timestamp
 
-    /// Signals a socket may send: 10 per second, bursts of 20; the rest are dropped.
-    private let signalBudget: LockedValue<TokenBucket>
-    static let signalsPerSecond = 10.0
-
     init(
         handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
         delivery: DeliveryPolicy, tokenExpiresAt: Int64, now: @escaping @Sendable () -> Timestamp
     ) {
         self.now = now
-        signalBudget = LockedValue(
-            TokenBucket(ratePerSecond: Self.signalsPerSecond, burst: Self.signalsPerSecond * 2, now: now()))
         self.tokenExpiresAt = Atomic(tokenExpiresAt)
         self.delivery = delivery
         self.handle = handle
@@ -277,12 +271,6 @@ final class LiveSession: Sendable {
             if exchanged { return }
             current = original
         }
-    }
-
-    /// Whether this socket may send another signal now (it takes one from the budget).
-    func takeSignal() -> Bool {
-        let time = now()
-        return signalBudget.withLock { $0.take(now: time) == nil }
     }
 
     /// Sends an ephemeral WebSocket frame (a signal) after whatever the session queued before it (so never

@@ -87,9 +87,9 @@ package final class RelayApp: @unchecked Sendable {
             now: clock)
         gateway = LiveGateway(
             loop: webSockets, hub: hub, store: store, logger: logger, delivery: config.deliveryPolicy, auth: auth,
-            accessLog: config.accessLog, metrics: metrics,
-            forwardSignal: { [notifier, metrics] event in
-                notifier.sendNow(event) { metrics.recordSignal($0 ? .forwarded : .notForwarded) }
+            accessLog: config.accessLog,
+            signals: SignalForwarder(maxInFlight: config.signalsMaxInFlight, metrics: metrics, now: clock) {
+                [notifier] event, done in notifier.sendNow(event, done: done)
             })
         // Other nodes' commits (PostgreSQL): their messages go to the sessions held here, their
         // writes wake the notifier and retention as this node's own do.

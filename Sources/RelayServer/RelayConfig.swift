@@ -86,6 +86,10 @@ package struct RelayConfig: Sendable, Equatable {
     package var rateLimitClientPerS = 20
     /// WebSockets open at once per user (a new one beyond it is refused with 429).
     package var wsMaxPerUser = 20
+    /// Clients' signals being forwarded to `eventsUrl` at once (each holds a connection until
+    /// answered or `pushTimeoutMs`); signals beyond it are dropped and counted
+    /// (`pushrelay_signals_total{outcome="dropped"}`). Each user may also send 10 per second.
+    package var signalsMaxInFlight = 32
     /// Frames per second a client may send on its WebSocket (burst 3×) before it is closed with 1008.
     package var wsFramesPerS = 50
     /// How often retention pruning runs, in seconds.

@@ -78,8 +78,10 @@ package final class Metrics: Sendable {
     package enum SignalOutcome: String, CaseIterable, Sendable {
         /// A client sent one on its socket.
         case received
-        /// Dropped: the socket sent more than its signal budget.
+        /// Dropped: the user (all of its sockets together) sent more than its signal rate.
         case rateLimited = "rate_limited"
+        /// Dropped: `signalsMaxInFlight` forwards were waiting for `eventsUrl` to answer.
+        case dropped
         /// Taken by the chat server's `eventsUrl`.
         case forwarded
         /// Not taken (no `eventsUrl`, or it failed: signals are not retried).

@@ -570,6 +570,98 @@ def per_address_cap(binary):
         relay.stop()
 
 
+class SilentReceiver:
+    """An HTTP receiver that accepts every connection and never answers (nor reads): each request
+    sent to it holds a connection until the sender gives up."""
+
+    def __init__(self):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4096)
+        self.port = self.listener.getsockname()[1]
+        self.held = []
+        self.closed = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.closed:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+def descriptors(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def metric(relay, line_prefix):
+    with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = Reader(sock).response(time.monotonic() + 5)
+    assert answer and answer[0] == 200, answer
+    body = answer[-1].decode()
+    return next(float(line.split()[-1]) for line in body.splitlines() if line.startswith(line_prefix))
+
+
+@check("the signal flood: 20 sockets of one user signal an events receiver that never answers; "
+       "descriptors stay bounded, /healthz answers, the excess is dropped and counted")
+def signal_flood(binary):
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # room for what today's relay would open
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    receiver = SilentReceiver()
+    # A long push timeout: every forward the relay lets out holds its connection for the whole flood.
+    relay = Relay(binary, "--events-url", f"http://127.0.0.1:{receiver.port}/events", "--push-timeout-ms", "60000")
+    sockets = []
+    try:
+        pid = relay.proc.pid
+        sockets = [RawWebSocket(relay, relay.token("flooder", f"d{n}")) for n in range(20)]
+        for ws in sockets:
+            ws.json_until("synced", time.monotonic() + 5)
+        before, rss_before = descriptors(pid), relay.rss()
+        frame = masked_frame(0x1, json.dumps({"type": "signal", "conversationId": "c", "name": "typing"}).encode())
+        most, slowest_health, sent = before, 0.0, 0
+        started = time.monotonic()
+        while time.monotonic() - started < 8:  # 10 signals/s per socket: inside any per-socket budget
+            tick = time.monotonic()
+            for ws in sockets:
+                ws.sock.sendall(frame)
+                sent += 1
+            most = max(most, descriptors(pid))
+            if sent % 200 == 0:
+                asked = time.monotonic()
+                status = get_healthz(relay, timeout=10)
+                assert status == 200, f"/healthz during the flood: {status}"
+                slowest_health = max(slowest_health, time.monotonic() - asked)
+            time.sleep(max(0, 0.1 - (time.monotonic() - tick)))
+        relay.assert_alive()
+        rss_growth = relay.rss() - rss_before
+        # Default signalsMaxInFlight is 32: a few dozen descriptors more, not one per signal.
+        assert most - before <= 150, f"descriptors {before} -> {most} during the flood ({sent} signals)"
+        assert rss_growth < 64 * MB, f"RSS grew by {rss_growth / MB:.0f} MiB"
+        assert slowest_health < 2.0, f"/healthz took {slowest_health:.2f} s"
+        dropped = metric(relay, 'pushrelay_signals_total{outcome="dropped"}')
+        limited = metric(relay, 'pushrelay_signals_total{outcome="rate_limited"}')
+        assert dropped > 0 and limited > 0, (dropped, limited)
+        return (f"{sent} signals; descriptors {before} -> at most {most}; RSS +{rss_growth / MB:.1f} MiB; "
+                f"slowest /healthz {slowest_health * 1000:.0f} ms; {limited:.0f} rate-limited, {dropped:.0f} dropped; "
+                f"receiver held {len(receiver.held)} connections")
+    finally:
+        for ws in sockets:
+            ws.sock.close()
+        relay.stop()
+        receiver.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def main(binary):
     return run_checks(CHECKS, lambda fn: fn(binary))
 
