@@ -80,7 +80,7 @@ package enum ConsolePage {
                 <button type="submit">Watch</button>
                 <button id="unwatch" type="button" disabled>Stop</button>
               </form>
-              <p id="watch-status" class="muted">Opens the user's WebSocket with a token minted for device <code>console-watch</code>, in the background (it neither counts as online nor acks).</p>
+              <p id="watch-status" class="muted">Opens the user's WebSocket with a token minted for device <code>console-watch</code>, in the background: it neither counts as online nor acks, and leaves nothing in the user's presence.</p>
               <ol id="frames" class="frames"></ol>
             </div>
           </section>

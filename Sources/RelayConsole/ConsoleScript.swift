@@ -236,11 +236,10 @@ package enum ConsoleScript {
               const minted = await api("POST", "/v1/tokens", { userId, deviceId: "console-watch", ttl: 3600 });
               const page = await api("GET", "/v1/users/" + encodeURIComponent(userId) + "/messages?limit=1&after=0");
               const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-              const url = scheme + "//" + location.host + "/v1/ws?after=" + page.headSeq + "&access_token=" + encodeURIComponent(minted.token);
+              const url = scheme + "//" + location.host + "/v1/ws?state=background&after=" + page.headSeq + "&access_token=" + encodeURIComponent(minted.token);
               socket = new WebSocket(url);
               $("unwatch").disabled = false;
               socket.addEventListener("open", () => {
-                socket.send(JSON.stringify({ type: "background" }));
                 $("watch-status").textContent = "Watching " + userId + " (from seq " + page.headSeq + ").";
               });
               socket.addEventListener("message", (message) => {

@@ -158,6 +158,7 @@ package enum ConfigLoader {
         integer("rateLimitClientPerS", \.rateLimitClientPerS, 0...1_000_000),
         integer("wsMaxPerUser", \.wsMaxPerUser, 1...100_000),
         integer("wsFramesPerS", \.wsFramesPerS, 1...100_000),
+        integer("maxDevicesPerUser", \.maxDevicesPerUser, 1...1_000_000),
         integer("signalsMaxInFlight", \.signalsMaxInFlight, 1...10_000),
         integer("wsDeadAfterMs", \.wsDeadAfterMs, 200...3_600_000),
         integer("wsMaxQueuedBytes", \.wsMaxQueuedBytes, 4096...1_073_741_824),

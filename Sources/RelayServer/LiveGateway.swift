@@ -39,7 +39,8 @@ final class LiveGateway: WebSocketLoopDelegate {
 
     /// Takes an upgraded socket and starts its session, which ends when its token expires.
     func open(
-        _ socket: UpgradedSocket, claims: ClientClaims, deviceId: String, after: Int64, epoch: String?
+        _ socket: UpgradedSocket, claims: ClientClaims, deviceId: String, after: Int64, epoch: String?,
+        background: Bool
     ) {
         let handle = loop.adopt(socket)
         let userId = claims.userId
@@ -47,7 +48,7 @@ final class LiveGateway: WebSocketLoopDelegate {
             handle: handle, userId: userId, deviceId: deviceId, store: store,
             logger: logger.with("user.id", userId).with("device.id", deviceId), delivery: delivery,
             tokenExpiresAt: claims.expiresAt + auth.tokens.leeway, now: hub.now)
-        hub.register(session)  // before the catch-up is read: see LiveSession
+        hub.register(session, background: background)  // before the catch-up is read: see LiveSession
         if accessLog { session.logger.info("websocket opened", ("after", String(after))) }
         session.start(after: after, clientEpoch: epoch, pingIntervalMs: loop.configuration.pingIntervalMs)
     }

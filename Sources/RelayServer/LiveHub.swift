@@ -117,12 +117,14 @@ final class LiveHub: Sendable {
 
     // MARK: Sessions
 
-    func register(_ session: LiveSession) {
+    /// A socket opened `background` does not bring its device online (nor, when it never comes
+    /// to the foreground, record the device's `lastOnline`).
+    func register(_ session: LiveSession, background: Bool) {
         updating(session.userId, session.deviceId) { state in
             state.sessions[session.handle.id] = session
             state.devices[session.userId, default: [:]][session.deviceId, default: DeviceEntry()].sessions[
                 session.handle.id] =
-                false
+                background
         }
     }
 
@@ -177,6 +179,13 @@ final class LiveHub: Sendable {
         state.withLock { state in
             Set(state.devices[userId]?.filter { $0.value.online }.keys.map { $0 } ?? [])
                 .union(state.cluster.devices(of: userId))
+        }
+    }
+
+    /// Devices of a user with a socket open here (foreground or not) or online on another node.
+    func devices(of userId: String) -> Set<String> {
+        state.withLock { state in
+            Set(state.devices[userId]?.keys.map { $0 } ?? []).union(state.cluster.devices(of: userId))
         }
     }
 

@@ -1,10 +1,14 @@
 import RelayCore
 import RelayHTTP
+import RelayStore
 import WebSocketCodec
 
 extension RelayAPI {
-    /// `GET /v1/ws?after=&epoch=`: authenticates the client (token in `Authorization` or
-    /// `access_token`), validates the RFC 6455 handshake, and hands the socket to the gateway.
+    /// `GET /v1/ws?after=&epoch=&deviceId=&state=`: authenticates the client (token in
+    /// `Authorization` or `access_token`), validates the RFC 6455 handshake, and hands the socket
+    /// to the gateway. `state=background` opens the socket in the background: its device is not
+    /// online until a `foreground` frame, so a socket that never comes to the foreground (the
+    /// console's watch) leaves no trace in the user's presence.
     func openWebSocket(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         let credential = Authenticator.bearer(request) ?? request.queryValue("access_token")
         guard case .client(let claims) = try auth.authenticate(credential: credential) else {
@@ -21,6 +25,12 @@ extension RelayAPI {
         guard let deviceId else { throw .invalid("the token has no 'did' claim: pass ?deviceId=") }
         let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
         let epoch = request.queryValue("epoch")
+        let background: Bool
+        switch request.queryValue("state") {
+        case nil, "foreground": background = false
+        case "background": background = true
+        default: throw .invalid("'state' must be background or foreground")
+        }
         if let epoch, epoch.isEmpty || epoch.utf8.count > 64 { throw .invalid("'epoch' must be 1 to 64 characters") }
         let accept: String
         switch WebSocketHandshake.validate(
@@ -40,12 +50,33 @@ extension RelayAPI {
                 429, "too_many_connections", "this user already has \(config.wsMaxPerUser) WebSockets open",
                 headers: [("Retry-After", "5")])
         }
+        if claims.deviceId == nil { try admitNamedDevice(deviceId, of: userId, reply) }
         let live = self.live
         reply.send(
             .switchingProtocols(
                 headers: [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", accept)]
             ) { socket in
-                live.open(socket, claims: claims, deviceId: deviceId, after: after, epoch: epoch)
+                live.open(
+                    socket, claims: claims, deviceId: deviceId, after: after, epoch: epoch, background: background)
             })
+    }
+
+    /// A token without `did` lets the client name its device (`?deviceId=`, as the SDK does),
+    /// and every device named leaves a permanent presence row: a device new to the user is
+    /// refused once the user has `maxDevicesPerUser` devices (registered for pushes, seen on a
+    /// socket, or connected now). A token with `did` is not counted against it: the chat server
+    /// named that device.
+    private func admitNamedDevice(_ deviceId: String, of userId: String, _ reply: Reply) throws(APIError) {
+        let connected = live.hub.devices(of: userId)
+        guard !connected.contains(deviceId) else { return }
+        let (registered, seen) = try read(reply) { () throws(StoreError) in
+            (try store.devices(userId: userId), try store.lastOnline(userId: userId))
+        }
+        let known = connected.union(registered.map(\.deviceId)).union(seen.keys)
+        guard known.contains(deviceId) || known.count < config.maxDevicesPerUser else {
+            throw APIError(
+                403, "too_many_devices",
+                "this user already has \(config.maxDevicesPerUser) devices: connect as one of them, or delete one")
+        }
     }
 }

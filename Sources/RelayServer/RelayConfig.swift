@@ -90,6 +90,10 @@ package struct RelayConfig: Sendable, Equatable {
     /// answered or `pushTimeoutMs`); signals beyond it are dropped and counted
     /// (`pushrelay_signals_total{outcome="dropped"}`). Each user may also send 10 per second.
     package var signalsMaxInFlight = 32
+    /// Distinct devices a client may name for its user with `?deviceId=` (tokens without `did`);
+    /// a new one beyond it is refused with 403 `too_many_devices`. Devices registered by the
+    /// server and tokens with `did` are not limited by it, but count towards it.
+    package var maxDevicesPerUser = 100
     /// Frames per second a client may send on its WebSocket (burst 3×) before it is closed with 1008.
     package var wsFramesPerS = 50
     /// How often retention pruning runs, in seconds.

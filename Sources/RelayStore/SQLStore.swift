@@ -566,6 +566,9 @@ package final class SQLStore: RelayStore {
                 try db.run("DELETE FROM devices WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
                 db.prefetched.devices[userId] = nil
                 let existed = db.changes > 0
+                // Nor is it one of the user's devices in presence (nor counted by `maxDevicesPerUser`).
+                try db.run(
+                    "DELETE FROM presence WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
                 // Its pending pushes can never go anywhere now (a device registered again later
                 // starts afresh).
                 try db.run(

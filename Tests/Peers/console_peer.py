@@ -136,11 +136,16 @@ def watch(ctx):
     assert status == 202, body
     assert wait_for(lambda: "console-live-1" in ctx.text("frames"), 10), ctx.text("frames")
     seen = time.monotonic() - started
-    # The watch socket is backgrounded: alice is not online because the console looks at her.
+    # The watch socket is opened in the background: alice is not online because the console looks
+    # at her, and once the watch stops, nothing of it is left in her presence.
     status, presence = ctx.relay.http("GET", "/v1/users/alice/presence")
-    assert status == 200 and presence["online"] is False, presence
+    assert status == 200 and presence["online"] is False and presence["devices"] == [], presence
+    ctx.driver.find_element(By.ID, "unwatch").click()
+    time.sleep(1)  # the close reaches the relay, which would record the device's lastOnline now
+    status, presence = ctx.relay.http("GET", "/v1/users/alice/presence")
+    assert status == 200 and presence["devices"] == [] and presence["lastOnline"] is None, presence
     assert not ctx.severe_logs()
-    return f"frame shown {seen * 1000:.0f} ms after the POST; alice still offline"
+    return f"frame shown {seen * 1000:.0f} ms after the POST; alice still offline, no device left by the watch"
 
 
 @check("a dead letter is replayed with its button and then shows as delivered")

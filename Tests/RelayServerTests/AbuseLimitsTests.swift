@@ -82,6 +82,50 @@ import Glibc
         }
     }
 
+    /// A token without `did` names its device with `?deviceId=`; every device named leaves a
+    /// presence row, so a client could grow its user's presence without end. Past
+    /// `maxDevicesPerUser` a new device is refused at the handshake; known ones still connect,
+    /// a device the server named (`did`) is not limited, and deleting a device makes room.
+    @Test func aClientCannotNameDevicesWithoutEnd() async throws {
+        let relay = try RelayProcess(arguments: ["--max-devices-per-user", "3"])
+        let token = AuthAndInputEndToEndTests.hs256(
+            ["sub": "dora", "exp": Int(Date().timeIntervalSince1970) + 600],
+            secret: "test-client-token-secret-0123456789abcdef")
+        let upgrade = [
+            "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        ]
+        func connect(_ deviceId: String) throws {
+            let socket = try WebSocketTestClient(
+                port: relay.port, path: "/v1/ws?deviceId=\(deviceId)&access_token=\(token)")
+            #expect(try socket.nextJSON()["type"] as? String == "welcome")
+            socket.close()
+            #expect(try socket.waitForClose() == 1000)
+        }
+        func presenceDevices() async throws -> [String] {
+            let presence = try await relay.request("GET", "/v1/users/dora/presence")
+            return ((presence.object["devices"] as? [[String: Any]]) ?? []).compactMap { $0["deviceId"] as? String }
+        }
+        for n in 0..<3 { try connect("d\(n)") }
+        // The rows are written when each device goes offline: wait until all three are there.
+        for _ in 0..<100 where try await presenceDevices().count < 3 { try await Task.sleep(nanoseconds: 50_000_000) }
+        #expect(try await presenceDevices() == ["d0", "d1", "d2"])
+        let refused = try await relay.request(
+            "GET", "/v1/ws?deviceId=d3", token: token, headers: upgrade)
+        #expect(refused.status == 403)
+        #expect(refused.errorCode == "too_many_devices")
+        try connect("d1")  // a known device still connects
+        // Deleting one makes room for another.
+        #expect(try await relay.request("DELETE", "/v1/users/dora/devices/d0").status == 204)
+        #expect(try await presenceDevices().contains("d0") == false)
+        try connect("d3")
+        // A device the chat server named (`did`) is not limited by it.
+        let tablet = try await relay.token(userId: "dora", deviceId: "tablet")
+        let named = try WebSocketTestClient(port: relay.port, path: "/v1/ws?access_token=\(tablet)")
+        #expect(try named.nextJSON()["type"] as? String == "welcome")
+        named.close()
+    }
+
     /// Hundreds of connections trickling a request one byte at a time do not hold up a normal
     /// client, and are closed by the idle timeout.
     @Test func slowlorisDoesNotStarveOthers() async throws {

@@ -248,6 +248,41 @@ import WebSocketCodec
         #expect(presence["lastOnline"] is String)
     }
 
+    /// `state=background` (the console's watch): the socket gets live messages, but its device
+    /// is never online, so it leaves no device and no `lastOnline` in the user's presence; a
+    /// `foreground` frame brings it online as usual.
+    @Test func aSocketOpenedInTheBackgroundLeavesNoPresence() async throws {
+        let relay = try RelayProcess()
+        let token = try await relay.token(userId: "hana", deviceId: "console-watch")
+        let watch = try WebSocketTestClient(port: relay.port, path: "/v1/ws?state=background&access_token=\(token)")
+        #expect(try watch.nextJSON()["type"] as? String == "welcome")
+        #expect(try watch.nextJSON()["type"] as? String == "synced")
+        #expect(try await post(relay, "w1", to: ["hana"]).status == 202)
+        #expect(try watch.nextJSON()["id"] as? String == "w1")
+        var presence = try await relay.request("GET", "/v1/users/hana/presence").object
+        #expect(presence["online"] as? Bool == false)
+        #expect((presence["devices"] as? [Any])?.isEmpty == true)
+        watch.close()
+        #expect(try watch.waitForClose() == 1000)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        presence = try await relay.request("GET", "/v1/users/hana/presence").object
+        #expect(presence["lastOnline"] is NSNull)
+        #expect((presence["devices"] as? [Any])?.isEmpty == true)
+        // Brought to the foreground, it is an ordinary device.
+        let later = try WebSocketTestClient(port: relay.port, path: "/v1/ws?state=background&access_token=\(token)")
+        _ = try later.nextJSON()
+        try later.send(json: ["type": "foreground"])
+        var online = false
+        for _ in 0..<100 where !online {
+            online = try await relay.request("GET", "/v1/users/hana/presence").object["online"] as? Bool == true
+            if !online { try await Task.sleep(nanoseconds: 50_000_000) }
+        }
+        #expect(online)
+        later.close()
+        let bad = try await relay.request("GET", "/v1/ws?state=asleep", token: token)
+        #expect(bad.status == 400)
+    }
+
     /// Upgraded sockets are handed back in full: after many connections come and go (closed
     /// cleanly, dropped, or closed by the server), the relay holds no more descriptors than before.
     @Test func noDescriptorOutlivesItsConnection() async throws {
