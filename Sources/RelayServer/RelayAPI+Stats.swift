@@ -1,6 +1,7 @@
 import RelayCore
 import RelayDelivery
 import RelayHTTP
+import RelayLocks
 import RelayStore
 import RelayTelemetry
 import RelayWebSocket
@@ -9,10 +10,18 @@ import Synchronization
 extension RelayAPI {
     /// `GET /v1/stats`: the operator's overview in one read — this node, its sockets and online
     /// users, push jobs by state, receivers whose breaker is not closed, and running totals (the
-    /// console plots rates from successive reads).
+    /// console plots rates from successive reads). The push job counts may be up to
+    /// `statsCacheMs` old.
     func getStats(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
-        let jobs = try read(reply) { () throws(StoreError) in try store.pushJobCounts() }
+        let clock = MonotonicClock.milliseconds()
+        let jobs: [JobState: Int]
+        if let cached = jobCounts.withLock({ $0.value(now: clock) }) {
+            jobs = cached
+        } else {
+            jobs = try read(reply) { () throws(StoreError) in try store.pushJobCounts() }
+            jobCounts.withLock { $0.store(jobs, now: clock) }
+        }
         let time = now()
         let totals = metrics.totals
         let online = live.hub.onlineUsers(limit: 100)

@@ -3,6 +3,7 @@ import RelayCore
 import RelayCrypto
 import RelayDelivery
 package import RelayHTTP
+import RelayLocks
 import RelayStore
 import RelayTelemetry
 import Synchronization
@@ -32,6 +33,12 @@ package final class RelayAPI: Sendable {
     let allowedOrigins: Set<String>?
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
     let shuttingDown = Atomic<Bool>(false)
+    /// `GET /v1/stats`'s push job counts, read at most once per `statsCacheMs` however many
+    /// consoles poll.
+    let jobCounts = LockedValue(CachedValue<[JobState: Int]>(windowMs: RelayAPI.statsCacheMs))
+    /// 1 s: the console polls every 2 s, so one tab always sees a fresh count; more tabs (or a
+    /// scraper) share it.
+    static let statsCacheMs: Int64 = 1000
 
     /// The Matrix Push Gateway endpoint (its `secret` query parameter is the credential: Synapse
     /// insists on exactly this path).

@@ -121,6 +121,35 @@ enum Migrations {
             WHERE matrix_pushkey IS NOT NULL;
         ALTER TABLE push_jobs ADD COLUMN badge INTEGER;
         """,
+        // 6: push jobs counted per state in the transaction that changes them (triggers: no
+        // write path can forget one), so `/v1/stats` reads four rows instead of counting the
+        // outbox (finished jobs are kept for the retention window: millions of rows); `shard`
+        // is always 0 here (PostgreSQL's counters are per connection). Indexes for the
+        // dead-letter list, newest first, with and without a user.
+        """
+        CREATE TABLE push_job_counts(
+            state TEXT NOT NULL,
+            shard INTEGER NOT NULL,
+            n INTEGER NOT NULL,
+            PRIMARY KEY(state, shard)
+        ) WITHOUT ROWID;
+        CREATE TRIGGER push_jobs_counted_insert AFTER INSERT ON push_jobs BEGIN
+            INSERT INTO push_job_counts(state, shard, n) VALUES (NEW.state, 0, 1)
+                ON CONFLICT(state, shard) DO UPDATE SET n = n + 1;
+        END;
+        CREATE TRIGGER push_jobs_counted_delete AFTER DELETE ON push_jobs BEGIN
+            UPDATE push_job_counts SET n = n - 1 WHERE state = OLD.state AND shard = 0;
+        END;
+        CREATE TRIGGER push_jobs_counted_update AFTER UPDATE OF state ON push_jobs
+        WHEN OLD.state IS NOT NEW.state BEGIN
+            UPDATE push_job_counts SET n = n - 1 WHERE state = OLD.state AND shard = 0;
+            INSERT INTO push_job_counts(state, shard, n) VALUES (NEW.state, 0, 1)
+                ON CONFLICT(state, shard) DO UPDATE SET n = n + 1;
+        END;
+        INSERT INTO push_job_counts(state, shard, n) SELECT state, 0, count(*) FROM push_jobs GROUP BY state;
+        CREATE INDEX push_jobs_by_state ON push_jobs(state, updated_at);
+        CREATE INDEX push_jobs_by_user_state ON push_jobs(user_id, state, updated_at);
+        """,
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.

@@ -393,6 +393,17 @@ package final class PostgresConnection: SQLConnection {
         return output
     }
 
+    /// With sequential scans priced out (for this transaction only): a test's table of a few
+    /// rows would be scanned whole, where one of millions is read through the index.
+    package func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws -> [String] {
+        try readSnapshot {
+            try execute("SET LOCAL enable_seqscan = off")
+            var steps: [String] = []
+            try query("EXPLAIN " + sql, bindings) { steps.append($0.text(0)) }
+            return steps
+        }
+    }
+
     // MARK: Transactions
 
     package func readSnapshot<T>(_ body: () throws -> T) throws -> T {

@@ -127,6 +127,51 @@ enum PostgresMigrations {
         """
         CREATE VIEW delivery_lease AS SELECT 1 AS held;
         """,
+        // 4: push jobs counted per state (SQLite's version 6). Each connection adds to rows of
+        // its own (`shard` = its backend pid): one shared row per state would be locked by every
+        // node's write from its first push job to its commit, serializing the nodes' commits.
+        // Statement triggers with transition tables: one upsert per statement, not per row. The
+        // delivering node folds the other shards into shard 0 at each retention pass
+        // (`SQLStore.prune`). Creating the triggers locks out writers until this commits, so the
+        // first count is exact.
+        """
+        CREATE TABLE push_job_counts(
+            state TEXT NOT NULL,
+            shard INTEGER NOT NULL,
+            n BIGINT NOT NULL,
+            PRIMARY KEY(state, shard)
+        );
+        CREATE FUNCTION push_jobs_count() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                INSERT INTO push_job_counts(state, shard, n)
+                SELECT state, pg_backend_pid(), count(*) FROM new_rows GROUP BY state
+                ON CONFLICT(state, shard) DO UPDATE SET n = push_job_counts.n + excluded.n;
+            ELSIF TG_OP = 'DELETE' THEN
+                INSERT INTO push_job_counts(state, shard, n)
+                SELECT state, pg_backend_pid(), -count(*) FROM old_rows GROUP BY state
+                ON CONFLICT(state, shard) DO UPDATE SET n = push_job_counts.n + excluded.n;
+            ELSE
+                INSERT INTO push_job_counts(state, shard, n)
+                SELECT state, pg_backend_pid(), sum(d) FROM (
+                    SELECT state, 1 AS d FROM new_rows UNION ALL SELECT state, -1 FROM old_rows) AS moved
+                GROUP BY state HAVING sum(d) <> 0
+                ON CONFLICT(state, shard) DO UPDATE SET n = push_job_counts.n + excluded.n;
+            END IF;
+            RETURN NULL;
+        END
+        $$;
+        CREATE TRIGGER push_jobs_counted_insert AFTER INSERT ON push_jobs REFERENCING NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION push_jobs_count();
+        CREATE TRIGGER push_jobs_counted_delete AFTER DELETE ON push_jobs REFERENCING OLD TABLE AS old_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION push_jobs_count();
+        CREATE TRIGGER push_jobs_counted_update AFTER UPDATE ON push_jobs
+            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION push_jobs_count();
+        INSERT INTO push_job_counts(state, shard, n) SELECT state, 0, count(*) FROM push_jobs GROUP BY state;
+        CREATE INDEX push_jobs_by_state ON push_jobs(state, updated_at, id);
+        CREATE INDEX push_jobs_by_user_state ON push_jobs(user_id, state, updated_at, id);
+        """,
     ]
 
     /// The advisory lock nodes starting at once take around their migrations ("pushmigr").

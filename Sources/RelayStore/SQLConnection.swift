@@ -21,6 +21,11 @@ package protocol SQLConnection: AnyObject {
     /// The scalar maximum of two values (`max(a, b)` in SQLite, `greatest(a, b)` in PostgreSQL).
     var greatest: String { get }
 
+    /// How the engine would run `sql`, one line per plan step (SQLite's `EXPLAIN QUERY PLAN`,
+    /// PostgreSQL's `EXPLAIN`), priced as on a large table: for the checks that an index serves a
+    /// query.
+    func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws -> [String]
+
     /// Runs `body` in a read transaction: every statement in it sees the same snapshot.
     func readSnapshot<T>(_ body: () throws -> T) throws -> T
 

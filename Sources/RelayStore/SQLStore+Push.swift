@@ -395,18 +395,29 @@ extension SQLStore {
 
     /// Push jobs in `state`, newest first, optionally for one user.
     package func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord] {
-        try read { db in
+        let (sql, bindings) = Self.deliveriesQuery(state: state, userId: userId, limit: limit)
+        return try read { db in
             var records: [DeliveryRecord] = []
-            let sql =
-                userId == nil
-                ? "SELECT \(Self.deliveryColumns) WHERE state = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
-                : "SELECT \(Self.deliveryColumns) WHERE state = ? AND user_id = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
-            let bindings: [SQLValue] =
-                userId.map { [.text(state.rawValue), .text($0), .int(Int64(limit))] }
-                ?? [.text(state.rawValue), .int(Int64(limit))]
             try db.query(sql, bindings) { records.append(Self.deliveryRecord($0)) }
             return records
         }
+    }
+
+    /// The dead-letter list's query: `push_jobs_by_state` or `push_jobs_by_user_state` hands its
+    /// rows over in order, so it reads `limit` rows however many jobs are kept.
+    package static func deliveriesQuery(
+        state: JobState, userId: String?, limit: Int
+    ) -> (sql: String, bindings: [SQLValue]) {
+        guard let userId else {
+            return (
+                "SELECT \(deliveryColumns) WHERE state = ? ORDER BY updated_at DESC, id DESC LIMIT ?",
+                [.text(state.rawValue), .int(Int64(limit))]
+            )
+        }
+        return (
+            "SELECT \(deliveryColumns) WHERE user_id = ? AND state = ? ORDER BY updated_at DESC, id DESC LIMIT ?",
+            [.text(userId), .text(state.rawValue), .int(Int64(limit))]
+        )
     }
 
     package func queueBadge(
@@ -432,14 +443,40 @@ extension SQLStore {
         }
     }
 
+    /// Exact, from the counters the triggers keep in each write's transaction (migration 6 on
+    /// SQLite, 4 on PostgreSQL): a few rows, however many jobs are kept.
     package func pushJobCounts() throws(StoreError) -> [JobState: Int] {
         try read { db in
             var counts: [JobState: Int] = [:]
-            try db.query("SELECT state, count(*) FROM push_jobs GROUP BY state") { row in
+            try db.query(Self.pushJobCountsSQL) { row in
                 if let state = JobState(rawValue: row.text(0)) { counts[state] = Int(row.int64(1)) }
             }
             return counts
         }
+    }
+
+    package static let pushJobCountsSQL =
+        "SELECT state, CAST(sum(n) AS BIGINT) FROM push_job_counts GROUP BY state"
+
+    /// The other connections' counter rows, folded into shard 0 (PostgreSQL; on SQLite there is
+    /// only shard 0). Rows a transaction still holds are skipped, so this waits on nobody (the
+    /// next pass takes them); a row deleted here reappears at its connection's next change.
+    static func foldPushJobCounts(_ db: any SQLConnection) throws {
+        guard !db.isInProcess else { return }
+        try db.run(
+            """
+            WITH moved AS (
+                DELETE FROM push_job_counts WHERE (state, shard) IN (
+                    SELECT state, shard FROM push_job_counts WHERE shard <> 0 FOR UPDATE SKIP LOCKED)
+                RETURNING state, n)
+            INSERT INTO push_job_counts(state, shard, n) SELECT state, 0, sum(n) FROM moved GROUP BY state
+            ON CONFLICT(state, shard) DO UPDATE SET n = push_job_counts.n + excluded.n
+            """)
+    }
+
+    /// How the database would run `sql` (see `SQLConnection.queryPlan`).
+    package func queryPlan(_ sql: String, _ bindings: [SQLValue] = []) throws(StoreError) -> [String] {
+        try read { db in try db.queryPlan(sql, bindings) }
     }
 
     /// Re-queues a dead job with a fresh attempt budget, due now and valid until `expiresAt`,
@@ -553,11 +590,13 @@ extension SQLStore {
 }
 
 extension SQLStore {
-    /// Pending push jobs (for /metrics).
+    /// Pending push jobs (for /metrics), from the counters.
     package func pendingPushCount() throws(StoreError) -> Int {
         try read { db in
             var count = 0
-            try db.query("SELECT count(*) FROM push_jobs WHERE state = 'pending'") { count = Int($0.int64(0)) }
+            try db.query("SELECT CAST(sum(n) AS BIGINT) FROM push_job_counts WHERE state = 'pending'") {
+                count = $0.isNull(0) ? 0 : Int($0.int64(0))
+            }
             return count
         }
     }

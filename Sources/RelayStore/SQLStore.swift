@@ -715,6 +715,7 @@ package final class SQLStore: RelayStore {
                 let removed = db.changes
                 // Finished push jobs are kept for the retention window (dead letters can be retried).
                 try db.run("DELETE FROM push_jobs WHERE state != 'pending' AND updated_at <= ?", [.int(cutoff)])
+                try Self.foldPushJobCounts(db)
                 try db.run("DELETE FROM event_jobs WHERE state != 'pending' AND updated_at <= ?", [.int(cutoff)])
                 // A message goes with its last entry (it also holds the idempotency record).
                 try db.run(

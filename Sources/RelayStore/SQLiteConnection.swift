@@ -96,6 +96,12 @@ package final class SQLiteConnection: SQLConnection {
     package let isOptimistic = false
     package var prefetched = BatchPrefetch()
 
+    package func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws -> [String] {
+        var steps: [String] = []
+        try query("EXPLAIN QUERY PLAN " + sql, bindings) { steps.append($0.text(3)) }
+        return steps
+    }
+
     package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN")
         defer { _ = try? execute("COMMIT") }

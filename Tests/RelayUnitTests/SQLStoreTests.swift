@@ -344,4 +344,92 @@ import Testing
         #expect(String(decoding: stored.payload, as: UTF8.self) == #"{"t":"full"}"#)
         #expect(stored.recipients.count == 1)
     }
+
+    // MARK: The outbox's counts and the dead-letter list
+
+    /// Waits for a callback-style store call.
+    static func wait<T: Sendable>(
+        _ start: (@escaping @Sendable (Result<T, StoreError>) -> Void) -> Void
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in start { continuation.resume(with: $0) } }
+    }
+
+    /// The counters against the rows themselves, state by state.
+    static func expectCountsMatchRows(
+        _ store: SQLStore, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws
+        -> [JobState: Int]
+    {
+        let counts = try store.pushJobCounts()
+        for state in JobState.allCases {
+            let rows = try store.deliveries(state: state, userId: nil, limit: 1000).count
+            #expect(counts[state, default: 0] == rows, "\(state)", sourceLocation: sourceLocation)
+        }
+        return counts
+    }
+
+    /// The console's two reads cost what they read, not what the outbox keeps: the counts come
+    /// from the counters (no scan of `push_jobs`), and each form of the dead-letter list walks an
+    /// index in its order (no sort of every job in the state).
+    @Test func statsAndTheDeadLetterListReadThroughIndexes() throws {
+        let store = try open()
+        defer { store.close() }
+        let counts = try store.queryPlan(SQLStore.pushJobCountsSQL).joined(separator: "\n")
+        #expect(!counts.contains("push_jobs"), "\(counts)")
+        for (userId, index) in [(nil, "push_jobs_by_state"), ("u", "push_jobs_by_user_state")] {
+            let query = SQLStore.deliveriesQuery(state: .dead, userId: userId, limit: 100)
+            let plan = try store.queryPlan(query.sql, query.bindings).joined(separator: "\n")
+            #expect(plan.contains(index), "\(plan)")
+            // SQLite's "USE TEMP B-TREE FOR ORDER BY", PostgreSQL's "Sort".
+            #expect(!plan.contains("TEMP B-TREE") && !plan.contains("Sort"), "\(plan)")
+        }
+    }
+
+    /// The counters follow every way a push job changes state or goes away, survive a restart,
+    /// and match the rows at each step.
+    @Test func pushJobCountsFollowEveryTransition() async throws {
+        var store = try open()
+        defer { store.close() }
+        for deviceId in ["phone", "tablet"] {
+            let device = Device(
+                userId: "u", deviceId: deviceId, pushURL: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
+                createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+            _ = try await Self.wait { store.putDevice(device, completion: $0) }
+        }
+        var first = try message("m1", ["u"])
+        first.delivery = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
+        _ = try await Self.accept(store, first)
+        #expect(try Self.expectCountsMatchRows(store)[.pending] == 2)
+
+        let later = Timestamp(milliseconds: 2_000_000)
+        let batches = try store.duePushes(now: later, limit: 10, skipping: [], admitting: { _ in .take })
+        #expect(batches.count == 2)
+        for batch in batches {
+            let result: PushResult = batch.deviceId == "phone" ? .delivered : .dead(error: "HTTP 500")
+            try await Self.wait { store.finish(batch, result: result, now: later, completion: $0) }
+        }
+        var counts = try Self.expectCountsMatchRows(store)
+        #expect(counts[.pending, default: 0] == 0 && counts[.delivered] == 1 && counts[.dead] == 1)
+
+        let dead = try #require(try store.deliveries(state: .dead, userId: "u", limit: 10).first)
+        _ = try await Self.wait {
+            store.retryDelivery(id: dead.id, now: later, expiresAt: Timestamp(milliseconds: 9_000_000), completion: $0)
+        }
+        counts = try Self.expectCountsMatchRows(store)
+        #expect(counts[.pending] == 1 && counts[.dead, default: 0] == 0)
+
+        _ = try await Self.wait { store.deleteDevice(userId: "u", deviceId: "tablet", at: later, completion: $0) }
+        counts = try Self.expectCountsMatchRows(store)
+        #expect(counts[.pending, default: 0] == 0 && counts[.cancelled] == 1 && counts[.delivered] == 1)
+
+        store.close()
+        store = try open()
+        #expect(try Self.expectCountsMatchRows(store) == counts)
+
+        _ = try await Self.wait {
+            store.prune(now: Timestamp(milliseconds: 10_000_000), retentionSeconds: 1, completion: $0)
+        }
+        counts = try Self.expectCountsMatchRows(store)
+        #expect(counts.values.allSatisfy { $0 == 0 })
+    }
 }
