@@ -95,6 +95,10 @@ package final class WebSocketLoop: @unchecked Sendable {
         var onFlushed: [@Sendable () -> Void] = []
         /// The client's frame budget; nil for no limit.
         var frameBudget: TokenBucket?
+        /// The codec's end of the connection (its close frame, then `.closed`), held until the
+        /// commands queued so far are taken: what the delegate answered to the messages before
+        /// the failure or the peer's close goes out first.
+        var closing: [WebSocketConnection.Output] = []
 
         init(socket: UpgradedSocket, configuration: Configuration, now: Int64) {
             self.socket = socket
@@ -120,6 +124,8 @@ package final class WebSocketLoop: @unchecked Sendable {
     /// Connections with input left to read after their budget ran out (epoll is edge-triggered:
     /// it will not report them again).
     private var unread: Set<UInt64> = []
+    /// Connections whose `closing` waits for the next inbox drain.
+    private var ending: Set<UInt64> = []
     private var thread: pthread_t?
     private let stopped = Atomic<Bool>(false)
 
@@ -183,7 +189,8 @@ package final class WebSocketLoop: @unchecked Sendable {
             // Timers (pings, dead peers, close handshakes) only matter while sockets are open:
             // with none, sleep until a command arrives (no idle wake-ups).
             let timeout =
-                !unread.isEmpty ? 0 : connections.isEmpty ? -1 : Int32(max(0, min(1000, nextTimerCheck - Self.nowMs())))
+                !unread.isEmpty || !ending.isEmpty
+                ? 0 : connections.isEmpty ? -1 : Int32(max(0, min(1000, nextTimerCheck - Self.nowMs())))
             let waited = poller.wait(timeoutMs: timeout) { event in
                 guard let connection = connections[event.token] else { return }
                 if event.readable { readAvailable(event.token, connection) }
@@ -197,7 +204,15 @@ package final class WebSocketLoop: @unchecked Sendable {
                     if let connection = connections[id] { readAvailable(id, connection) }
                 }
             }
+            // The delegate answers on this thread through the inbox: take those answers, then
+            // carry out the closes that were waiting for them (those held during this drain,
+            // by a socket's first bytes, wait for the next one).
+            let ended = ending
+            ending = []
             drainInbox()
+            for id in ended {
+                if let connection = connections[id] { endNow(id, connection) }
+            }
             let now = Self.nowMs()
             if now >= nextTimerCheck {
                 checkTimers(now)
@@ -268,7 +283,12 @@ package final class WebSocketLoop: @unchecked Sendable {
             }
             if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
             if count < 0, errno == EINTR { continue }
-            // EOF or error: the peer is gone without a close handshake.
+            // EOF or error: the peer is gone without a close handshake (or half-closed after a
+            // failing frame: its answers go out, as far as they can).
+            if !connection.closing.isEmpty {
+                endNow(id, connection)
+                return
+            }
             finish(id, connection, code: connection.closeDeadline == nil ? CloseCode.abnormal : connection.closeCode)
             return
         }
@@ -278,7 +298,30 @@ package final class WebSocketLoop: @unchecked Sendable {
         let now = Self.nowMs()
         connection.lastHeard = now
         connection.pingOutstanding = false
-        for output in connection.protocolState.receive(bytes) {
+        var outputs = connection.protocolState.receive(bytes)[...]
+        if case .closed = outputs.last {
+            // The codec ends with its close frame (if it sends one) and `.closed`.
+            var tail = outputs.endIndex - 1
+            if tail > outputs.startIndex, case .write = outputs[tail - 1] { tail -= 1 }
+            connection.closing = Array(outputs[tail...])
+            outputs = outputs[..<tail]
+            ending.insert(id)
+        }
+        carryOut(id, connection, outputs, now: now)
+    }
+
+    /// The codec's end of a connection, after the answers queued before it.
+    private func endNow(_ id: UInt64, _ connection: Connection) {
+        let closing = connection.closing
+        connection.closing = []
+        ending.remove(id)
+        carryOut(id, connection, closing[...], now: Self.nowMs())
+    }
+
+    private func carryOut(
+        _ id: UInt64, _ connection: Connection, _ outputs: ArraySlice<WebSocketConnection.Output>, now: Int64
+    ) {
+        for output in outputs {
             if case .closed = output {
             } else if connection.frameBudget?.take(now: Timestamp(milliseconds: now)) != nil {
                 startClose(id, connection, code: CloseCode.policyViolation, reason: "rate limited")
@@ -306,7 +349,8 @@ package final class WebSocketLoop: @unchecked Sendable {
     }
 
     private func startClose(_ id: UInt64, _ connection: Connection, code: UInt16, reason: String) {
-        guard connection.closeDeadline == nil, !connection.closeWhenFlushed else { return }
+        // A connection the codec ended already has its close on the way.
+        guard connection.closeDeadline == nil, !connection.closeWhenFlushed, connection.closing.isEmpty else { return }
         connection.output += connection.protocolState.close(code: code, reason: reason)
         connection.closeCode = code
         connection.closeDeadline = Self.nowMs() + configuration.closeTimeoutMs

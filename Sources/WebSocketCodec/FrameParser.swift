@@ -32,8 +32,47 @@ public struct FrameParser: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
+    /// The header of the frame at the front of the buffer.
+    private struct Header {
+        var fin: Bool
+        var opcode: Opcode
+        var length: Int
+        /// Where the payload starts in `buffer`.
+        var payloadStart: Int
+        var maskKey: (UInt8, UInt8, UInt8, UInt8)?
+    }
+
     /// The next complete frame, nil when more bytes are needed.
     public mutating func next() throws(WebSocketError) -> WebSocketFrame? {
+        guard let header = try header(), buffer.count - header.payloadStart >= header.length else { return nil }
+        let end = header.payloadStart + header.length
+        let payload = unmasked(header, buffer[header.payloadStart..<end])
+        start = end
+        if start == buffer.count {
+            buffer = []  // idle connections keep no buffer
+            start = 0
+        }
+        return WebSocketFrame(fin: header.fin, opcode: header.opcode, payload: payload)
+    }
+
+    /// The frame still arriving when `next()` returns nil: its opcode and its payload's full
+    /// length; nil before its header is whole. With `pendingPayload(from:)`, lets the connection
+    /// fail a text frame on its first invalid byte (RFC 6455 §8.1).
+    public var pendingFrame: (opcode: Opcode, length: Int)? {
+        guard let header = try? header() else { return nil }
+        return (header.opcode, header.length)
+    }
+
+    /// The payload bytes of the pending frame received so far, from `offset` on, unmasked.
+    public func pendingPayload(from offset: Int) -> [UInt8] {
+        guard let header = try? header() else { return [] }
+        let end = min(buffer.count, header.payloadStart + header.length)
+        let from = header.payloadStart + max(0, offset)
+        guard from < end else { return [] }
+        return unmasked(header, buffer[from..<end], at: from - header.payloadStart)
+    }
+
+    private func header() throws(WebSocketError) -> Header? {
         let available = buffer.count - start
         guard available >= 2 else { return nil }
         let b0 = buffer[start]
@@ -67,30 +106,31 @@ public struct FrameParser: Sendable {
             headerLength = 10
         }
         guard length <= UInt64(maxFrameSize) else { throw WebSocketError(CloseCode.tooBig, "frame too big") }
-        let maskOffset = start + headerLength
-        if masked { headerLength += 4 }
-        let total = headerLength + Int(length)
-        guard available >= total else { return nil }
-        let payloadStart = start + headerLength
-        var payload = Array(buffer[payloadStart..<payloadStart + Int(length)])
+        var maskKey: (UInt8, UInt8, UInt8, UInt8)?
         if masked {
-            let key = (buffer[maskOffset], buffer[maskOffset + 1], buffer[maskOffset + 2], buffer[maskOffset + 3])
-            payload.withUnsafeMutableBufferPointer { bytes in
-                for index in bytes.indices {
-                    switch index & 3 {
-                    case 0: bytes[index] ^= key.0
-                    case 1: bytes[index] ^= key.1
-                    case 2: bytes[index] ^= key.2
-                    default: bytes[index] ^= key.3
-                    }
+            guard available >= headerLength + 4 else { return nil }
+            let at = start + headerLength
+            maskKey = (buffer[at], buffer[at + 1], buffer[at + 2], buffer[at + 3])
+            headerLength += 4
+        }
+        return Header(
+            fin: fin, opcode: opcode, length: Int(length), payloadStart: start + headerLength, maskKey: maskKey)
+    }
+
+    /// `bytes` of the payload, starting `offset` bytes into it, unmasked (§5.3).
+    private func unmasked(_ header: Header, _ bytes: ArraySlice<UInt8>, at offset: Int = 0) -> [UInt8] {
+        var payload = Array(bytes)
+        guard let key = header.maskKey else { return payload }
+        payload.withUnsafeMutableBufferPointer { bytes in
+            for index in bytes.indices {
+                switch (index + offset) & 3 {
+                case 0: bytes[index] ^= key.0
+                case 1: bytes[index] ^= key.1
+                case 2: bytes[index] ^= key.2
+                default: bytes[index] ^= key.3
                 }
             }
         }
-        start += total
-        if start == buffer.count {
-            buffer = []  // idle connections keep no buffer
-            start = 0
-        }
-        return WebSocketFrame(fin: fin, opcode: opcode, payload: payload)
+        return payload
     }
 }

@@ -35,6 +35,8 @@ public struct WebSocketConnection: Sendable {
     public let maxMessageSize: Int
     private var parser: FrameParser
     private var fragments: (opcode: Opcode, bytes: [UInt8], utf8: UTF8Stream)?
+    /// How much of the text frame still arriving was validated, and the UTF-8 state after it.
+    private var partial: (validated: Int, utf8: UTF8Stream)?
     /// Makes the 4-byte mask of each client frame; random in production, fixed in tests.
     private let maskKey: @Sendable () -> [UInt8]
 
@@ -63,8 +65,13 @@ public struct WebSocketConnection: Sendable {
         var outputs: [Output] = []
         while state != .closed {
             do {
-                guard let frame = try parser.next() else { break }
-                try handle(frame, into: &outputs)
+                guard let frame = try parser.next() else {
+                    try checkPartialText()
+                    break
+                }
+                let checked = partial
+                partial = nil
+                try handle(frame, checked: checked, into: &outputs)
             } catch {
                 fail(error, into: &outputs)
             }
@@ -72,7 +79,36 @@ public struct WebSocketConnection: Sendable {
         return outputs
     }
 
-    private mutating func handle(_ frame: WebSocketFrame, into outputs: inout [Output]) throws(WebSocketError) {
+    /// Fails a text frame still arriving as soon as its bytes cannot become valid UTF-8 or its
+    /// message cannot fit (RFC 6455 §8.1 asks to fail fast), not when its last byte comes: the
+    /// same checks, in the same order, as `append` makes on the whole frame.
+    private mutating func checkPartialText() throws(WebSocketError) {
+        guard state == .open, let frame = parser.pendingFrame else { return }
+        var progress: (validated: Int, utf8: UTF8Stream)
+        switch (frame.opcode, fragments) {
+        case (.text, nil):
+            progress = partial ?? (0, UTF8Stream())
+        case (.continuation, let assembly?) where assembly.opcode == .text:
+            guard assembly.bytes.count + frame.length <= maxMessageSize else {
+                throw WebSocketError(CloseCode.tooBig, "message too big")
+            }
+            progress = partial ?? (0, assembly.utf8)
+        default:
+            return
+        }
+        // Only the bytes that arrived since the last look: linear in the frame, however it is cut.
+        let bytes = parser.pendingPayload(from: progress.validated)
+        guard progress.utf8.feed(bytes) else {
+            throw WebSocketError(CloseCode.invalidPayload, "invalid UTF-8 in a text message")
+        }
+        progress.validated += bytes.count
+        partial = progress
+    }
+
+    /// `checked`: how much of this frame `checkPartialText` validated while it arrived.
+    private mutating func handle(
+        _ frame: WebSocketFrame, checked: (validated: Int, utf8: UTF8Stream)?, into outputs: inout [Output]
+    ) throws(WebSocketError) {
         switch frame.opcode {
         case .ping:
             if state == .open { outputs.append(.write(encode(WebSocketFrame(opcode: .pong, payload: frame.payload)))) }
@@ -86,7 +122,7 @@ public struct WebSocketConnection: Sendable {
             }
             if state == .closing { return }  // data after our close is discarded (§1.4)
             var assembly = (opcode: frame.opcode, bytes: [UInt8](), utf8: UTF8Stream())
-            try append(frame.payload, to: &assembly)
+            try append(frame.payload, checked: checked, to: &assembly)
             if frame.fin {
                 try deliver(assembly, into: &outputs)
             } else {
@@ -96,7 +132,7 @@ public struct WebSocketConnection: Sendable {
             guard var assembly = fragments else {
                 throw WebSocketError(CloseCode.protocolError, "continuation without a message")
             }
-            try append(frame.payload, to: &assembly)
+            try append(frame.payload, checked: checked, to: &assembly)
             if frame.fin {
                 fragments = nil
                 if state == .open { try deliver(assembly, into: &outputs) }
@@ -107,13 +143,19 @@ public struct WebSocketConnection: Sendable {
     }
 
     private func append(
-        _ payload: [UInt8], to assembly: inout (opcode: Opcode, bytes: [UInt8], utf8: UTF8Stream)
+        _ payload: [UInt8], checked: (validated: Int, utf8: UTF8Stream)?,
+        to assembly: inout (opcode: Opcode, bytes: [UInt8], utf8: UTF8Stream)
     ) throws(WebSocketError) {
         guard assembly.bytes.count + payload.count <= maxMessageSize else {
             throw WebSocketError(CloseCode.tooBig, "message too big")
         }
-        if assembly.opcode == .text, !assembly.utf8.feed(payload) {
-            throw WebSocketError(CloseCode.invalidPayload, "invalid UTF-8 in a text message")
+        if assembly.opcode == .text {
+            // What was validated while the frame arrived is not validated again.
+            var utf8 = checked?.utf8 ?? assembly.utf8
+            guard utf8.feed(payload.dropFirst(checked?.validated ?? 0)) else {
+                throw WebSocketError(CloseCode.invalidPayload, "invalid UTF-8 in a text message")
+            }
+            assembly.utf8 = utf8
         }
         assembly.bytes += payload
     }

@@ -6,8 +6,11 @@ Starts the real `pushrelay` binary on an ephemeral port with a temporary databas
 Usage: websocket_peer.py PATH_TO_PUSHRELAY   (the Makefile runs it from a virtual environment)
 """
 import asyncio
+import base64
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -146,9 +149,58 @@ async def echo_checks(binary):
             assert await ws.recv() == "fragmented ✓"
             await ws.close(code=1000)
             assert ws.close_code == 1000
+        # Several frames in one write, the last of them bad or a close (the shapes of Autobahn's
+        # 3.2, 5.15 and 7.1.x): what came before is answered, then the close, and nothing after
+        # (no pong for the ping that follows the bad frame).
+        host, port = base[len("ws://"):].split(":")
+        text, close, pong = 0x1, 0x8, 0xA
+        hello = frame(0x81, b"Hello, world!")
+        assert raw_exchange(host, int(port), hello + frame(0xA1, b"Hello, world!") + frame(0x89, b"")) == [
+            (text, b"Hello, world!"), (close, struct.pack("!H", 1002) + b"reserved bits set")]
+        fragments = frame(0x01, b"fragment1") + frame(0x80, b"fragment2") + frame(0x00, b"fragment3")
+        answer = raw_exchange(host, int(port), fragments + frame(0x81, b"fragment4"))
+        assert answer[0] == (text, b"fragment1fragment2") and len(answer) == 2, answer
+        assert answer[1][0] == close and answer[1][1][:2] == struct.pack("!H", 1002), answer
+        assert raw_exchange(host, int(port), frame(0x89, b"p") + hello + frame(0x88, struct.pack("!H", 1000))) == [
+            (pong, b"p"), (text, b"Hello, world!"), (close, struct.pack("!H", 1000))]
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def frame(first_byte, payload):
+    """A masked client frame (mask key 0, so the payload reads as is); payload under 126 bytes."""
+    return bytes([first_byte, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
+
+
+def raw_exchange(host, port, data):
+    """Opens a WebSocket by hand, sends `data` in one write, returns the server's frames
+    (opcode, payload) up to and including its close frame."""
+    with socket.create_connection((host, port), timeout=5) as sock:
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall((f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(4096)
+            assert chunk, "closed during the handshake"
+            received += chunk
+        head, received = received.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        sock.sendall(data)
+        frames = []
+        while True:
+            while len(received) >= 2 and len(received) >= 2 + (received[1] & 0x7F):
+                assert received[1] & 0x7F < 126, "a test answer is short"
+                length = received[1] & 0x7F
+                frames.append((received[0] & 0x0F, received[2:2 + length]))
+                received = received[2 + length:]
+                if frames[-1][0] == 0x8:
+                    return frames
+            chunk = sock.recv(4096)
+            if not chunk:
+                return frames
+            received += chunk
 
 
 async def main(binary):
@@ -173,10 +225,10 @@ async def main(binary):
     try:
         await echo_checks(binary)
         passed += 1
-        print("ok     ws-echo echoes text, binary and fragmented messages")
+        print("ok     ws-echo echoes text, binary and fragmented messages, and what precedes a close")
     except Exception:
         failed += 1
-        print("FAILED ws-echo echoes text, binary and fragmented messages")
+        print("FAILED ws-echo echoes text, binary and fragmented messages, and what precedes a close")
         traceback.print_exc()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

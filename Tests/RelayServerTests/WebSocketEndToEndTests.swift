@@ -378,6 +378,34 @@ import WebSocketCodec
         _ = try await post(relay, "still-serving", to: ["ivan"])
         #expect(try bystander.nextJSON()["id"] as? String == "still-serving")
     }
+
+    /// A read that ends in a protocol error still gets the answers to the frames before it
+    /// (RFC 6455 §7.1.7 fails the connection at the bad frame, not before it): here the
+    /// `refreshed` answer, then 1002.
+    @Test func framesBeforeAProtocolErrorAreAnsweredFirst() async throws {
+        let relay = try RelayProcess()
+        let client = try await connect(relay, user: "judy")
+        _ = try client.nextJSON()  // welcome
+        let token = try await relay.token(userId: "judy", deviceId: "phone")
+        let mask: [UInt8] = [1, 2, 3, 4]
+        let refresh = WebSocketFrame(opcode: .text, payload: Array(#"{"type":"refresh","token":"\#(token)"}"#.utf8))
+        try client.sendRaw(
+            refresh.encoded(maskKey: mask) + [0xA1, 0x80] + mask  // RSV2 set
+                + WebSocketFrame(opcode: .ping, payload: [7]).encoded(maskKey: mask))
+        var types: [String] = []
+        var closedWith: UInt16?
+        while closedWith == nil {
+            switch try client.next() {
+            case .text(let text):
+                let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+                types.append(object?["type"] as? String ?? "?")
+            case .binary: types.append("binary")
+            case .closed(let code): closedWith = code
+            }
+        }
+        #expect(types.last == "refreshed")
+        #expect(closedWith == 1002)
+    }
 }
 
 actor StopFlag {

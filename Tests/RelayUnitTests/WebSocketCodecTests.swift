@@ -159,6 +159,56 @@ import WebSocketCodec
         #expect(result1.last?.isClosed(1007) == true)
     }
 
+    /// The answers to the frames before a bad one stay in the outputs, in order, before the
+    /// close; nothing after the bad frame is answered.
+    @Test func answersBeforeAFailureAreKept() {
+        var connection = server()
+        let outputs = connection.receive(
+            masked(WebSocketFrame(opcode: .ping, payload: [1])) + masked(WebSocketFrame(opcode: .text, payload: [0x61]))
+                + [0xA1, 0x80, 0, 0, 0, 0]  // RSV2 set
+                + masked(WebSocketFrame(opcode: .ping, payload: [2])))
+        #expect(
+            outputs == [
+                .write(WebSocketFrame(opcode: .pong, payload: [1]).encoded()), .message(.text("a")),
+                .write(
+                    WebSocketFrame(opcode: .close, payload: [0x03, 0xEA] + Array("reserved bits set".utf8)).encoded()),
+                .closed(code: 1002, reason: "reserved bits set"),
+            ])
+    }
+
+    /// One text frame arriving in pieces fails with 1007 at the piece that cannot become UTF-8,
+    /// not when the frame is whole (Autobahn 6.4.3 and 6.4.4); a continuation that cannot fit
+    /// fails with 1009 from its header.
+    @Test func aTextFrameFailsOnItsFirstInvalidPiece() {
+        let valid: [UInt8] = [0xCE, 0xBA, 0xE1, 0xBD, 0xB9, 0xCF, 0x83, 0xCE, 0xBC, 0xCE, 0xB5]
+        for (second, third) in [
+            ([0xF4, 0x90, 0x80, 0x80], Array("edited".utf8)), ([0x90], [0x80, 0x80] + Array("edited".utf8)),
+        ] as [([UInt8], [UInt8])] {
+            let first = second.count == 1 ? valid + [0xF4] : valid
+            let frame = masked(WebSocketFrame(opcode: .text, payload: first + second + third))
+            let cut = frame.count - third.count - second.count
+            var connection = server()
+            #expect(connection.receive(frame[..<cut]).isEmpty)
+            #expect(connection.receive(frame[cut..<(cut + second.count)]).last?.isClosed(1007) == true)
+            // The same bytes in one piece, or in any two, end the same way.
+            for split in 0...frame.count {
+                var whole = server()
+                var pieces = server()
+                #expect(whole.receive(frame) == pieces.receive(frame[..<split]) + pieces.receive(frame[split...]))
+            }
+        }
+        var continued = server()
+        let started = continued.receive(masked(WebSocketFrame(fin: false, opcode: .text, payload: [0x61])))
+        #expect(started.isEmpty)
+        let next = masked(WebSocketFrame(opcode: .continuation, payload: [0x62, 0xC0, 0x63]))
+        #expect(continued.receive(next.prefix(8)).last?.isClosed(1007) == true)
+        var big = server()
+        _ = big.receive(
+            masked(WebSocketFrame(fin: false, opcode: .text, payload: [UInt8](repeating: 0x61, count: 600))))
+        let tooMuch = masked(WebSocketFrame(opcode: .continuation, payload: [UInt8](repeating: 0x61, count: 600)))
+        #expect(big.receive(tooMuch.prefix(10)).last?.isClosed(1009) == true)
+    }
+
     @Test func fragmentationRules() {
         var stray = server()
         let result2 = stray.receive(masked(WebSocketFrame(opcode: .continuation, payload: [1])))
