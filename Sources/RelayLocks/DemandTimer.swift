@@ -104,7 +104,8 @@ public final class DemandTimer: Sendable {
         }
     }
 
-    static func now() -> Int64 {
+    /// Monotonic milliseconds (the clock the timer's deadlines are on).
+    public static func now() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000

@@ -9,10 +9,12 @@ extension RelayAPI {
     static let maxBatchMessages = 1000
 
     /// `POST /v1/messages/batch {messages: [message, …]}`: up to 1,000 messages, each exactly
-    /// what `POST /v1/messages` takes, stored in one transaction (one fsync for all). Answers 200
-    /// with one result per item, in order, with the status and body the single endpoint would
-    /// have given it: 202 accepted, 200 replay, 409 conflict, 400/413 for an invalid item (the
-    /// others still go in). Idempotency is per item, so a whole batch can be retried safely.
+    /// what `POST /v1/messages` takes, stored in as few transactions as `StoreWriter.maxRows`
+    /// allows (one fsync for each). Answers 200, once every valid item is stored, with one result
+    /// per item, in order, with the status and body the single endpoint would have given it: 202
+    /// accepted, 200 replay, 409 conflict, 400/413 for an invalid item (the others still go in).
+    /// If storing fails midway it answers the store's error and some items may be stored:
+    /// idempotency is per item, so a whole batch can be retried safely.
     func postBatch(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
         let json = try request.jsonBody()
@@ -59,13 +61,15 @@ extension RelayAPI {
         guard !messages.isEmpty else { return answer(results) }
         store.acceptBatch(
             messages,
+            committed: { index, outcome in
+                // Live as soon as committed, in commit order, like a single post's message.
+                guard case .accepted(let recipients) = outcome else { return }
+                metrics.recordAccepted(recipients: recipients.count)
+                live.publish(valid[index].message, recipients: recipients, createdAt: createdAt)
+            },
             completion: onStore(reply) { [results] (outcomes: [AcceptOutcome]) in
                 var results = results
                 for (entry, outcome) in zip(valid, outcomes) {
-                    if case .accepted(let recipients) = outcome {
-                        metrics.recordAccepted(recipients: recipients.count)
-                        live.publish(entry.message, recipients: recipients, createdAt: createdAt)
-                    }
                     results[entry.index] = .stored(id: entry.message.id, outcome)
                 }
                 answer(results)

@@ -7,10 +7,13 @@ package import RelayCore
 /// transaction); reads are synchronous and see every committed write.
 package protocol RelayStore: Sendable {
     func accept(_ message: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
-    /// Several messages in one transaction: every item's outcome, in order (a replay or conflict
-    /// for an item does not stop the others).
+    /// Several messages, in transactions of bounded size with other writes in between: every
+    /// item's outcome, in order (a replay or conflict for an item does not stop the others), once
+    /// all are stored; a failure if any item was not (the others may be: ids make a retry safe).
+    /// `committed` hears of each item as its transaction commits, in commit order (live delivery).
     func acceptBatch(
-        _ messages: [NewMessage], completion: @escaping @Sendable (Result<[AcceptOutcome], StoreError>) -> Void)
+        _ messages: [NewMessage], committed: @escaping @Sendable (_ index: Int, AcceptOutcome) -> Void,
+        completion: @escaping @Sendable (Result<[AcceptOutcome], StoreError>) -> Void)
     func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
     ) throws(StoreError) -> CatchUpPage

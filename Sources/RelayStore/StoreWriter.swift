@@ -13,6 +13,13 @@ import RelayLocks
 /// A caller that finds the writer idle may commit its own write on its thread (`leadIfIdle`):
 /// at low load a request then never changes threads; under load nothing changes.
 ///
+/// One transaction holds at most `maxRows` inbox rows (a write says how many it makes), so that
+/// its savepoints, its sub-journal and the wait of whoever queued behind it stay bounded however
+/// large a request is. The messages of a batch are queued as bulk writes, one per message, in a
+/// lane of their own: each transaction takes the ordinary writes first and then bulk writes up to
+/// the bound (at least one), so a single post queued behind a large batch waits for one
+/// transaction, not for the whole batch, and batches still progress under any load of singles.
+///
 /// `@unchecked Sendable`: the connection is touched only by whoever holds `committing` (the
 /// writer thread or one leading caller), set and cleared under the `LockedValue` of the queue.
 package final class StoreWriter: @unchecked Sendable {
@@ -24,6 +31,8 @@ package final class StoreWriter: @unchecked Sendable {
         let fail: @Sendable (StoreError) -> Void
         /// Keys (user ids) whose rows this write locks (see `lockKeys`).
         let keys: [String]
+        /// Inbox rows it makes (1 for a write that makes none): what `maxRows` counts.
+        let rows: Int
     }
 
     private typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
@@ -44,6 +53,9 @@ package final class StoreWriter: @unchecked Sendable {
     private let lockKeys: (@Sendable ([String], any SQLConnection) throws -> Void)?
     private struct State {
         var queue: [Operation] = []
+        /// Bulk writes (the messages of batches): taken after `queue` (see the type's comment).
+        var bulk: [Operation] = []
+        var health = WriterHealth()
         /// A transaction is running (on the writer thread, or on a caller leading its own write).
         var committing = false
         var stopping = false
@@ -61,7 +73,14 @@ package final class StoreWriter: @unchecked Sendable {
     private static let inCompletion = DispatchSpecificKey<Bool>()
 
     /// The most writes one transaction takes; bounds the latency of the first of them.
-    static let maxBatch = 1024
+    package static let maxBatch = 1024
+
+    /// The most inbox rows one transaction takes (one write may exceed it alone: a message has
+    /// at most 1,000 recipients). Measured with 1,000-recipient batches streaming in
+    /// (`Benchmarks/batch_bystander.py`, SQLite): at 5,000 a bystander's single post waited
+    /// p50 428 / p99 603 ms, at 2,000 121 / 193 ms, for the same rows per second; 100k rows took
+    /// 6.6 s at 1 M stored rows either way. (`make bench`'s 100 x 10 batches: 89 batches/s.)
+    package static let maxRows = 2000
 
     /// Attempts of one batch that lost a race with another node's transaction (PostgreSQL).
     static let maxAttempts = 5
@@ -93,8 +112,12 @@ package final class StoreWriter: @unchecked Sendable {
     /// the write joins the next group as usual. Only for callers that hold no lock a completion
     /// might need (the HTTP handlers: a completion runs live delivery); a write submitted by a
     /// completion (the Matrix gateway stores an event's messages one after the other) is queued.
+    ///
+    /// `rows` is the number of inbox rows the write makes (`maxRows`); a `bulk` write goes into
+    /// the lane taken after the others (the messages of a batch) and never leads.
     func submit<T: Sendable>(
         effect: @escaping @Sendable (T) -> WriteEffect = { _ in .jobs }, leadIfIdle: Bool = false,
+        rows: Int = 1, bulk: Bool = false,
         locking keys: [String] = [], _ work: @escaping @Sendable (any SQLConnection) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
@@ -103,16 +126,18 @@ package final class StoreWriter: @unchecked Sendable {
                 let value = try work(connection)
                 return Ran(completion: { outcome in completion(outcome.map { value }) }, effect: effect(value))
             },
-            fail: { completion(.failure($0)) }, keys: keys)
+            fail: { completion(.failure($0)) }, keys: keys, rows: max(1, rows))
         let mayLead =
-            leadIfIdle && connection.isInProcess && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
+            leadIfIdle && !bulk && connection.isInProcess && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
+        let began = DemandTimer.now()
         let admission = state.withLock { state -> Admission in
             guard !state.stopping else { return .closed }
-            if mayLead, !state.committing, state.queue.isEmpty {
+            if mayLead, !state.committing, state.queue.isEmpty, state.bulk.isEmpty {
                 state.committing = true
+                state.health.began(at: began)
                 return .leading
             }
-            state.queue.append(operation)
+            if bulk { state.bulk.append(operation) } else { state.queue.append(operation) }
             return .queued
         }
         switch admission {
@@ -123,12 +148,14 @@ package final class StoreWriter: @unchecked Sendable {
         case .leading:
             // Completions keep commit order: this one runs (after any still queued) before the
             // writer may start the next transaction.
-            completions.sync(execute: commit([operation]))
+            let (complete, committed) = commit([operation])
+            completions.sync(execute: complete)
             // Wake the writer only if writes queued up meanwhile (or it is stopping): waking it for
             // nothing would put a futex call on every lone request's path.
             let waiting = state.withLock { state -> Bool in
                 state.committing = false
-                return !state.queue.isEmpty || state.stopping
+                state.health.finished(committed: committed)
+                return !state.queue.isEmpty || !state.bulk.isEmpty || state.stopping
             }
             if waiting { state.broadcast() }
         }
@@ -142,55 +169,99 @@ package final class StoreWriter: @unchecked Sendable {
         completions.sync {}  // every completion has run
     }
 
+    /// What `/readyz` does (`WriterHealth`); never waits for the writer.
+    func readiness() -> WriterHealth.Readiness {
+        let now = DemandTimer.now()
+        return state.withLock { state in
+            state.health.readiness(
+                idle: !state.committing && state.queue.isEmpty && state.bulk.isEmpty, now: now)
+        }
+    }
+
     private func run() {
         while true {
-            let batch = state.withLock(when: { (!$0.queue.isEmpty || $0.stopping) && !$0.committing }) {
-                state -> [Operation] in
-                guard !state.queue.isEmpty else {
+            let began = DemandTimer.now()
+            let batch = state.withLock(
+                when: { (!$0.queue.isEmpty || !$0.bulk.isEmpty || $0.stopping) && !$0.committing }
+            ) { state -> [Operation] in
+                guard !state.queue.isEmpty || !state.bulk.isEmpty else {
                     state.stopped = true
                     return []
                 }
                 state.committing = true
-                let take = min(state.queue.count, Self.maxBatch)
-                defer { state.queue.removeFirst(take) }
-                return Array(state.queue.prefix(take))
+                state.health.began(at: began)
+                let take = Self.take(ordinary: state.queue.lazy.map(\.rows), bulk: state.bulk.lazy.map(\.rows))
+                defer {
+                    state.queue.removeFirst(take.ordinary)
+                    state.bulk.removeFirst(take.bulk)
+                }
+                return Array(state.queue.prefix(take.ordinary)) + state.bulk.prefix(take.bulk)
             }
             guard !batch.isEmpty else {
                 state.broadcast()  // `stop()` waits for `stopped`
                 return
             }
-            completions.async(execute: commit(batch))
-            state.withLock { $0.committing = false }
+            let (complete, committed) = commit(batch)
+            completions.async(execute: complete)
+            state.withLock { state in
+                state.committing = false
+                state.health.finished(committed: committed)
+            }
         }
     }
 
-    /// Runs one transaction; returns what completes its writes (in order, after earlier ones).
+    /// How many of the queued writes (their rows, in order) the next transaction takes: ordinary
+    /// ones first, up to `maxBatch` writes and `maxRows` rows (at least one), then bulk ones while
+    /// they fit, and at least one of them whenever any waits (so batches progress under any load).
+    package static func take(
+        ordinary: some Collection<Int>, bulk: some Collection<Int>
+    ) -> (ordinary: Int, bulk: Int) {
+        var writes = 0
+        var rows = 0
+        var taken = (ordinary: 0, bulk: 0)
+        for cost in ordinary {
+            guard writes < maxBatch, writes == 0 || rows + cost <= maxRows else { break }
+            writes += 1
+            rows += cost
+            taken.ordinary += 1
+        }
+        for cost in bulk {
+            guard taken.bulk == 0 || (writes < maxBatch && rows + cost <= maxRows) else { break }
+            writes += 1
+            rows += cost
+            taken.bulk += 1
+        }
+        return taken
+    }
+
+    /// Runs one transaction; returns what completes its writes (in order, after earlier ones) and
+    /// whether it committed.
     /// A batch that lost a race with another node's transaction (deadlock, serialization failure)
     /// is run again whole: nothing of it was committed, and nobody was answered yet.
     ///
     /// Each write runs in its own savepoint, so that one failing write fails alone — except on a
     /// connection where savepoints are dear (not `SQLConnection.isInProcess`): there the batch
     /// first runs without them, and only if a write fails, again with them.
-    private func commit(_ batch: [Operation]) -> @Sendable () -> Void {
+    private func commit(_ batch: [Operation]) -> (@Sendable () -> Void, committed: Bool) {
         var attempts = 1
         var guarded = connection.isInProcess
         while true {
             switch attempt(batch, guarded: guarded) {
-            case .finished(let completions):
-                return completions
+            case .finished(let completions, let committed):
+                return (completions, committed)
             case .writeFailed:
                 guarded = true
             case .lostRace(let error):
                 attempts += 1
                 guard attempts <= Self.maxAttempts else {
-                    return { for operation in batch { operation.fail(error) } }
+                    return ({ for operation in batch { operation.fail(error) } }, false)
                 }
             }
         }
     }
 
     private enum Attempt {
-        case finished(@Sendable () -> Void)
+        case finished(@Sendable () -> Void, committed: Bool)
         case lostRace(StoreError)
         /// A write failed in a batch run without savepoints (rolled back whole).
         case writeFailed
@@ -209,7 +280,7 @@ package final class StoreWriter: @unchecked Sendable {
         } catch {
             connection.rollbackWrite()
             let failure = StoreError.from(error)
-            return .finished { for operation in batch { operation.fail(failure) } }
+            return .finished({ for operation in batch { operation.fail(failure) } }, committed: false)
         }
         var succeeded: [Completion] = []
         var effect = WriteEffect.maintenance  // (a batch whose every write failed changed nothing)
@@ -259,9 +330,11 @@ package final class StoreWriter: @unchecked Sendable {
             connection.rollbackWrite()
             outcome = .failure(StoreError.from(error))
         }
-        return .finished { [succeeded, failed] in
-            for completion in succeeded { completion(outcome) }
-            for (fail, error) in failed { fail(error) }
-        }
+        let committed = if case .success = outcome { true } else { false }
+        return .finished(
+            { [succeeded, failed] in
+                for completion in succeeded { completion(outcome) }
+                for (fail, error) in failed { fail(error) }
+            }, committed: committed)
     }
 }

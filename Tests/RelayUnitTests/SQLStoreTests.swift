@@ -149,6 +149,37 @@ import Testing
         #expect(accepted.withLock(when: { $0 == 50 }, waitingAtMost: 30_000) { $0 } == 50)
     }
 
+    /// A batch is stored in transactions of at most `StoreWriter.maxRows` inbox rows, with other
+    /// writes let in between: a single message submitted just after a batch of 30,000 rows is
+    /// stored (and completes) long before the batch does. The batch's items complete in order,
+    /// each user's seqs are gapless across the pieces, and the batch answers every item.
+    @Test func aSingleWriteOvertakesALargeBatch() throws {
+        let store = try open()
+        defer { store.close() }
+        let users = (0..<1000).map { "r\($0)" }
+        let batch = try (0..<30).map { try message("big\($0)", users) }
+        let events = LockedValue<[String]>([])
+        let committedItems = LockedValue<[Int]>([])
+        store.acceptBatch(
+            batch, committed: { index, _ in committedItems.withLock { $0.append(index) } },
+            completion: { result in
+                events.withLock { $0.append((try? result.get().count).map { "batch \($0)" } ?? "batch failed") }
+                events.broadcast()
+            })
+        store.accept(try message("lone", ["r0", "someone"])) { result in
+            events.withLock { $0.append((try? result.get()) == nil ? "single failed" : "single") }
+            events.broadcast()
+        }
+        let order = events.withLock(when: { $0.count == 2 }, waitingAtMost: 120_000) { $0 }
+        #expect(order == ["single", "batch 30"])
+        #expect(committedItems.withLock { $0 } == Array(0..<30))
+        let head = try store.inboxHead(userId: "r0")
+        #expect(head.headSeq == 31)
+        let page = try store.catchUp(userId: "r0", after: 0, epoch: nil, limit: 100, maxBytes: 1 << 20)
+        #expect(page.messages.map(\.seq) == Array(1...31))
+        #expect(page.messages.filter { $0.id == "lone" }.count == 1)
+    }
+
     @Test func idempotentReplayAndConflict() async throws {
         let store = try open()
         defer { store.close() }
@@ -251,7 +282,7 @@ import Testing
         do {
             let store = try open()
             let outcomes = try await withCheckedThrowingContinuation { continuation in
-                store.acceptBatch(batch) { continuation.resume(with: $0) }
+                store.acceptBatch(batch, committed: { _, _ in }) { continuation.resume(with: $0) }
             }
             #expect(outcomes.count == 300)
             try expectAll(store)
