@@ -128,7 +128,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayServerTests",
-            dependencies: ["RelayServer", "RelayCore", "RelayLocks", "RelayTesting", "RelayClient"],
+            dependencies: ["RelayServer", "RelayCore", "RelayLocks", "RelayStore", "RelayTesting", "RelayClient"],
             swiftSettings: swiftSettings
         ),
     ]

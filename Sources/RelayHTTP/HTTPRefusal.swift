@@ -9,12 +9,15 @@ package enum HTTPRefusal: Sendable, Equatable {
     case nulInQuery
     /// A request that arrived on an open connection after a draining shutdown began (503).
     case shuttingDown
+    /// A request still unanswered when the shutdown's drain time ran out (503); its handler may
+    /// still finish (a write may commit), so retrying it must be safe (message ids make it so).
+    case unfinishedAtShutdown
 
     package var status: Int {
         switch self {
         case .bodyTooLarge: return 413
         case .conflictingFraming, .nulInQuery: return 400
-        case .shuttingDown: return 503
+        case .shuttingDown, .unfinishedAtShutdown: return 503
         }
     }
 
@@ -24,6 +27,8 @@ package enum HTTPRefusal: Sendable, Equatable {
         case .conflictingFraming: return "a request may not carry both Content-Length and Transfer-Encoding"
         case .nulInQuery: return "the query string contains a NUL byte (%00)"
         case .shuttingDown: return "the relay is shutting down"
+        case .unfinishedAtShutdown:
+            return "the relay shut down before this request finished; it may still take effect: retry it as it was"
         }
     }
 }

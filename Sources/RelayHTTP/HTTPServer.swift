@@ -57,12 +57,20 @@ package final class HTTPServer: @unchecked Sendable {
     private let logger: UnsafeMutablePointer<pr_mhd_logger>
     private var daemon: OpaquePointer?
     private var socket: ListenSocket?
-    /// Requests begun and not yet completed; shutdown waits for them to drain.
+    /// Requests begun and not yet completed, and those whose handler still owes its answer;
+    /// shutdown waits for them to drain.
     let inFlight = LockedValue(InFlight())
     struct InFlight {
         var count = 0
         var draining = false
+        /// Past the drain deadline: a request that reaches its handler is answered 503 instead.
+        var overdue = false
+        /// Requests handed to the handler and not yet completed (a completed one was answered).
+        var owed: [ObjectIdentifier: HTTPResponder] = [:]
     }
+    /// After the drain deadline, the time the 503s owed then get to go out before MHD stops
+    /// (a 503 fits in the socket buffer; only a client that reads nothing takes it all).
+    static let overdueAnswerMs: Int64 = 2000
     private let requestCounter = Atomic<UInt64>(0)
     private let requestIdPrefix: String
 
@@ -128,15 +136,26 @@ package final class HTTPServer: @unchecked Sendable {
 
     private var quiesced = false
 
-    /// Stops accepting, lets in-flight requests finish (up to `drainSeconds`), then stops MHD.
-    /// Upgraded sockets must have been closed before (MHD cannot stop with them open).
-    package func shutdown(drainSeconds: Double = 10) {
+    /// Stops accepting, lets in-flight requests finish (up to `drainMs`), answers 503 those
+    /// still unanswered, then stops MHD. Upgraded sockets must have been closed before (MHD cannot
+    /// stop with them open).
+    package func shutdown(drainMs: Int64 = 10_000) {
         quiesce()
         guard let daemon else { return }
         // From here a new request on an open connection is refused at once, never suspended:
         // MHD cannot stop with a suspended connection, and one could follow the last answer.
         inFlight.withLock { $0.draining = true }
-        inFlight.withLock(when: { $0.count == 0 }, waitingAtMost: Int64(drainSeconds * 1000)) { _ in }
+        inFlight.withLock(when: { $0.count == 0 }, waitingAtMost: drainMs) { _ in }
+        // A handler still working (a long write) would leave its connection suspended, and MHD
+        // aborts the process when stopped with one: each gets its 503 now (the handler's own
+        // answer, later, is dropped), and the 503s get a moment to go out.
+        let owed = inFlight.withLock { state -> [HTTPResponder] in
+            state.overdue = true
+            return Array(state.owed.values)
+        }
+        let overdue = configuration.render(.unfinishedAtShutdown)
+        for responder in owed { responder.send(overdue) }
+        inFlight.withLock(when: { $0.count == 0 }, waitingAtMost: Self.overdueAnswerMs) { _ in }
         MHD_stop_daemon(daemon)
         self.daemon = nil
         sweeper.stop()
@@ -241,6 +260,15 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         remoteAddress: describe(address: pr_mhd_client_address(connection)))
     context.body = []
     let responder = HTTPResponder(context: context, connection: connection)
+    let overdue = server.inFlight.withLock { state -> Bool in
+        guard !state.overdue else { return true }
+        state.owed[ObjectIdentifier(context)] = responder
+        return false
+    }
+    if overdue {
+        return queue(
+            server.configuration.render(.unfinishedAtShutdown), requestId: context.id, on: connection, server: server)
+    }
     server.handler(request, responder)
     if let response = context.responseOrSuspend({ MHD_suspend_connection(connection) }) {
         return queue(response, requestId: context.id, on: connection, server: server)
@@ -256,6 +284,7 @@ private let completedHandler: MHD_RequestCompletedCallback = { serverPointer, co
     server.connections.requestCompleted(context.connectionId, now: MonotonicClock.milliseconds())
     let left = server.inFlight.withLock { state -> Int in
         state.count -= 1
+        state.owed[ObjectIdentifier(context)] = nil
         return state.count
     }
     if left == 0 { server.inFlight.broadcast() }  // a draining shutdown waits for this

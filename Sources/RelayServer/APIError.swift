@@ -33,7 +33,7 @@ package struct APIError: Error, Sendable {
         switch refusal {
         case .bodyTooLarge: self.init(refusal.status, "body_too_large", refusal.message)
         case .conflictingFraming, .nulInQuery: self.init(refusal.status, "bad_request", refusal.message)
-        case .shuttingDown: self.init(refusal.status, "shutting_down", refusal.message)
+        case .shuttingDown, .unfinishedAtShutdown: self.init(refusal.status, "shutting_down", refusal.message)
         }
     }
 

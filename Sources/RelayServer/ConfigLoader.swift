@@ -142,6 +142,7 @@ package enum ConfigLoader {
         integer("requestHeaderTimeoutMs", \.requestHeaderTimeoutMs, 100...3_600_000),
         integer("requestBodyTimeoutMs", \.requestBodyTimeoutMs, 100...3_600_000),
         integer("connectionMemoryBytes", \.connectionMemoryBytes, 4096...1_048_576),
+        integer("shutdownDrainMs", \.shutdownDrainMs, 0...3_600_000),
         Setting(
             key: "logLevel",
             apply: { config, value throws(Error) in

@@ -173,7 +173,7 @@ package final class RelayApp: @unchecked Sendable {
                     api.shuttingDown.store(true, ordering: .relaxed)  // /readyz answers 503
                     http.quiesce()
                 },
-                stop: { http.shutdown() }),
+                stop: { [drainMs = config.shutdownDrainMs] in http.shutdown(drainMs: drainMs) }),
             // Clients get 1001 and reconnect elsewhere, resuming from their cursor.
             .init(name: "websockets", start: { webSockets.start(delegate: gateway) }, stop: { webSockets.stop() }),
             .init(name: "notifier", start: { notifier.start() }, stop: { notifier.stop() }),

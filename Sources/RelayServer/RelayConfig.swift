@@ -63,6 +63,10 @@ package struct RelayConfig: Sendable, Equatable {
     /// libmicrohttpd's memory per HTTP connection: bounds the request head (headers beyond it
     /// are refused). WebSockets release theirs once upgraded.
     package var connectionMemoryBytes = 16_384
+    /// On SIGTERM, how long requests being handled get to finish; then each still unanswered one
+    /// is answered 503 `shutting_down` (its write may still commit) and the process goes on to
+    /// exit. Keep drain plus a few seconds under the supervisor's kill timeout (`docker stop`: 10 s).
+    package var shutdownDrainMs: Int64 = 10_000
     /// `debug`, `info`, `warning` or `error`.
     package var logLevel = LogLevel.info
     /// One `info` line per request (method, route, path, status, bytes, duration, request id,
