@@ -4,10 +4,13 @@ import Glibc
 extension SQLiteConnection {
     /// Copies this database into a new file at `path` with SQLite's online backup: a consistent
     /// snapshot (one read transaction) while the relay keeps writing. The copy is created 0600,
-    /// like the database; an existing file at `path` is refused rather than overwritten.
+    /// like the database; an existing file at `path` (a symbolic link too, even dangling) is
+    /// refused rather than overwritten.
     package func backup(to path: String) throws(SQLiteError) {
-        guard access(path, F_OK) != 0 else {
-            throw SQLiteError(code: SQLITE_CANTOPEN, message: "\(path) exists; choose a new file", sql: nil)
+        var info = stat()
+        guard lstat(path, &info) != 0 else {
+            let what = info.st_mode & S_IFMT == S_IFLNK ? "is a symbolic link" : "exists"
+            throw SQLiteError(code: SQLITE_CANTOPEN, message: "\(path) \(what); choose a new file", sql: nil)
         }
         let destination = try SQLiteConnection(path: path)
         guard let backup = sqlite3_backup_init(destination.handle, "main", handle, "main") else {

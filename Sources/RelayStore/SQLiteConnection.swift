@@ -16,6 +16,7 @@ package final class SQLiteConnection: SQLConnection {
     /// (`synchronous=FULL`), since other connections read the log as soon as a commit is listed.
     package init(path: String, readOnly: Bool = false, buffersLog: Bool = false) throws(SQLiteError) {
         Self.configured
+        try Self.refuseSymbolicLinks(path)
         if !readOnly { Self.createPrivately(path) }
         var db: OpaquePointer?
         let flags =
@@ -32,10 +33,29 @@ package final class SQLiteConnection: SQLConnection {
         sqlite3_extended_result_codes(db, 1)
     }
 
+    /// The files SQLite opens for a database, each of which it would follow if it were a link.
+    private static func files(of path: String) -> [String] { [path, path + "-wal", path + "-shm", path + "-journal"] }
+
+    /// Refuses a database whose file, `-wal`, `-shm` or `-journal` is a symbolic link, dangling or
+    /// not: SQLite would follow it and create or fill its target (with the umask's mode, secrets
+    /// and all) wherever it points. A link in a directory above is the operator's layout, and fine.
+    private static func refuseSymbolicLinks(_ path: String) throws(SQLiteError) {
+        for file in files(of: path) where isSymbolicLink(file) {
+            throw SQLiteError(
+                code: SQLITE_CANTOPEN, message: "\(file) is a symbolic link; name the file itself", sql: nil)
+        }
+    }
+
+    private static func isSymbolicLink(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK
+    }
+
     /// Creates a missing database file with mode 0600 whatever the umask: it holds the generated
     /// server key and secrets. SQLite gives its `-wal` and `-shm` files the database file's mode.
+    /// (`O_NOFOLLOW`: a link put there since `refuseSymbolicLinks` is not followed either.)
     private static func createPrivately(_ path: String) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }  // it exists (or SQLite will report why it cannot be opened)
         _ = fchmod(fd, 0o600)
         close(fd)

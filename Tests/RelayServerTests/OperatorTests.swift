@@ -187,4 +187,44 @@ import Testing
         try await Task.sleep(for: .milliseconds(1100))
         #expect(try await pending() == posted)
     }
+
+    /// A symbolic link, dangling or not, where the database, its `-wal` or `-shm`, or a backup
+    /// would go is refused with one line and exit 1: SQLite would follow it and create the target
+    /// with the umask's mode (`-rw-r--r--`), every secret inside.
+    @Test(.disabled(if: RelayProcess.postgresDirectory != nil, "SQLite files"))
+    func symbolicLinksAreRefusedForTheDatabaseAndBackups() throws {
+        let directory = try scratch()
+        let files = FileManager.default
+        let elsewhere = directory.path + "/elsewhere"
+        try files.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        func serve(_ database: String) throws -> RelayCommand {
+            try RelayCommand.run(["serve", "--listen", "127.0.0.1:0", "--db", database], timeout: 10)
+        }
+
+        let link = directory.path + "/link.sqlite"
+        try files.createSymbolicLink(atPath: link, withDestinationPath: elsewhere + "/x.sqlite")
+        let dangling = try serve(link)
+        #expect(dangling.status == 1)
+        #expect(dangling.stderr.contains("\(link) is a symbolic link"), "\(dangling.stderr)")
+        #expect(try files.contentsOfDirectory(atPath: elsewhere).isEmpty)
+
+        let real = directory.path + "/real.sqlite"
+        #expect(try RelayCommand.run(["migrate", "--db", real]).status == 0)
+        for suffix in ["-wal", "-shm"] {
+            try? files.removeItem(atPath: real + suffix)
+            try files.createSymbolicLink(atPath: real + suffix, withDestinationPath: elsewhere + "/x" + suffix)
+            let run = try serve(real)
+            #expect(run.status == 1)
+            #expect(run.stderr.contains("\(real)\(suffix) is a symbolic link"), "\(run.stderr)")
+            #expect(try files.contentsOfDirectory(atPath: elsewhere).isEmpty)
+            try files.removeItem(atPath: real + suffix)
+        }
+
+        let copy = directory.path + "/copy.sqlite"
+        try files.createSymbolicLink(atPath: copy, withDestinationPath: elsewhere + "/copy.sqlite")
+        let backup = try RelayCommand.run(["backup", copy, "--db", real])
+        #expect(backup.status == 1)
+        #expect(backup.stderr.contains("\(copy) is a symbolic link"), "\(backup.stderr)")
+        #expect(try files.contentsOfDirectory(atPath: elsewhere).isEmpty)
+    }
 }
