@@ -14,7 +14,7 @@ function init(args)
   prefix = args[1] or ("b" .. os.time())
   messages = tonumber(args[2] or "100")
   recipients = tonumber(args[3] or "10")
-  key = args[4] or "benchkey"
+  key = args[4] or "benchkey-0123456789"
   counter = 0
   local names = {}
   for r = 1, recipients do names[r] = '"u' .. r .. '"' end

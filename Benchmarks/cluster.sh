@@ -17,7 +17,7 @@ BIN=.build/release/pushrelay
 LOAD=.build/release/pushrelay-load
 RUNS=${RUNS:-2}
 DURATION_S=${DURATION_S:-10}
-KEY=benchkey
+KEY=benchkey-0123456789
 # The payload of every posted message (as in run.sh: 200 bytes of JSON).
 printf -v BENCH_PAYLOAD '{"text":"%s"}' "$(printf 'x%.0s' $(seq 189))"
 export BENCH_PAYLOAD

@@ -11,16 +11,16 @@ command -v perf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninterac
 TMP=$(mktemp -d /tmp/pushrelay-idle.XXXXXX)
 # Retention runs pruneIntervalS after the last write (then at the next expiry, days away): 2 s
 # here, so that this one pass happens before the measurement, not in it.
-PUSHRELAY_PRUNE_INTERVAL_S=2 "$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys idle-key \
+PUSHRELAY_PRUNE_INTERVAL_S=2 "$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys idle-server-key-0123 \
     --push-allowed-hosts '127.0.0.1:*' --access-log false >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 for _ in $(seq 100); do grep -qs "listening on" "$TMP/out" && break; sleep 0.1; done
 URL=$(sed -n 's/.*listening on //p' "$TMP/out")
 for n in $(seq 20); do
-    curl -sf -o /dev/null -X PUT "$URL/v1/users/u$n/devices/phone" -H 'Authorization: Bearer idle-key' \
+    curl -sf -o /dev/null -X PUT "$URL/v1/users/u$n/devices/phone" -H 'Authorization: Bearer idle-server-key-0123' \
         -H 'Content-Type: application/json' -d '{"pushUrl":"http://127.0.0.1:9/push"}'
-    curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer idle-key' \
+    curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer idle-server-key-0123' \
         -H 'Content-Type: application/json' -d "{\"id\":\"idle-$n\",\"recipients\":[\"nodevice$n\"],\"payload\":{}}"
 done
 sleep 8 # the last connection's sweep, the retention pass, the heap trim

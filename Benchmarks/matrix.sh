@@ -38,7 +38,7 @@ sleep 0.5
 
 start_relay() {
     rm -f "$TMP"/relay.sqlite*
-    "$BIN" serve --listen 127.0.0.1:$PR --db "$TMP/relay.sqlite" --server-keys benchkey --log-level warning \
+    "$BIN" serve --listen 127.0.0.1:$PR --db "$TMP/relay.sqlite" --server-keys benchkey-0123456789 --log-level warning \
         --push-allowed-hosts "127.0.0.1:*" --matrix-notify-secret "$SECRET" --push-delay-ms 0 \
         --rate-limit-server-per-s 0 >"$TMP/relay.out" 2>"$TMP/relay.err" &
     RELAY_PID=$!

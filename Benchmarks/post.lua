@@ -20,7 +20,7 @@ end
 function init(args)
   prefix = args[1] or ("r" .. os.time())
   recipient = args[2] or "bench"
-  local key = args[3] or "benchkey"
+  local key = args[3] or "benchkey-0123456789"
   payload = os.getenv("BENCH_PAYLOAD") or ('{"text":"' .. string.rep("x", 189) .. '"}')
   counter = 0
   wrk.method = "POST"

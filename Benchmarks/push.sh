@@ -57,7 +57,7 @@ sleep 0.5
 
 start_relay() { # extra flags
     rm -f "$TMP"/relay.sqlite*
-    "$BIN" serve --listen 127.0.0.1:$PR --db "$TMP/relay.sqlite" --server-keys benchkey --log-level warning \
+    "$BIN" serve --listen 127.0.0.1:$PR --db "$TMP/relay.sqlite" --server-keys benchkey-0123456789 --log-level warning \
         --push-allowed-hosts "127.0.0.1:*" "$@" \
         >"$TMP/relay.out" 2>"$TMP/relay.err" &
     RELAY_PID=$!

@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.request
 
-KEY = "benchkey"
+KEY = "benchkey-0123456789"
 
 
 def req(base, method, path, body=None):

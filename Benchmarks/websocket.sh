@@ -38,7 +38,7 @@ wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/n
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
 # --- PushRelay
-"$BIN" serve --listen 127.0.0.1:$PR_PORT --db "$TMP/pr.sqlite" --server-keys benchkey --log-level warning \
+"$BIN" serve --listen 127.0.0.1:$PR_PORT --db "$TMP/pr.sqlite" --server-keys benchkey-0123456789 --log-level warning \
     --max-connections 30000 --max-connections-per-ip 0 >"$TMP/pr.out" 2>"$TMP/pr.err" &
 PIDS+=($!); PR_PID=$!
 wait_port $PR_PORT

@@ -17,7 +17,7 @@ struct LoadTool {
         var mode = "latency"
         var host = "127.0.0.1"
         var port: UInt16 = 18080
-        var key = "benchkey"
+        var key = "benchkey-0123456789"
         var target = "pushrelay"
         var connections = 1000
         var rate = 1000

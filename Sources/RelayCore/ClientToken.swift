@@ -12,6 +12,12 @@ public struct ClientClaims: Sendable, Equatable {
     public var notBefore: Int64?
     public var issuedAt: Int64?
 
+    /// The lifetimes, in seconds, the relay mints tokens for (`POST /v1/tokens` and `pushrelay
+    /// token` alike): at most 30 days, since a token cannot be revoked short of deleting its device.
+    public static let mintedLifetimes: ClosedRange<Int64> = 60...2_592_000
+    /// A minted token's lifetime when none is asked for.
+    public static let defaultLifetime: Int64 = 3600
+
     public init(userId: String, deviceId: String?, expiresAt: Int64, notBefore: Int64? = nil, issuedAt: Int64? = nil) {
         self.userId = userId
         self.deviceId = deviceId

@@ -227,10 +227,14 @@ package enum Command {
         if let device, !Identifier.isValidUserOrDeviceId(device) {
             throw UsageError(description: "'\(device)' is not a valid device id")
         }
-        var ttl: Int64 = 3600
+        var ttl = ClientClaims.defaultLifetime
         if let text = options.values["--ttl"] {
-            guard let value = Int64(text), (1...31_536_000).contains(value) else {
-                throw UsageError(description: "--ttl must be a number of seconds from 1 to 31536000, not '\(text)'")
+            let lifetimes = ClientClaims.mintedLifetimes
+            guard let value = Int64(text), lifetimes.contains(value) else {
+                throw UsageError(
+                    description:
+                        "--ttl must be a number of seconds from \(lifetimes.lowerBound) to \(lifetimes.upperBound), not '\(text)'"
+                )
             }
             ttl = value
         }

@@ -249,18 +249,29 @@ package enum ConfigLoader {
     /// Bytes a secret that travels in a URL path may use.
     static let urlSafe = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
+    /// The fewest bytes of a bearer key (`serverKeys`, `metricsKey`) or of the Matrix notify
+    /// secret: each is compared as sent by whoever can reach the port, so a short one is guessed.
+    static let minimumKeyBytes = 16
+
     /// Cross-field checks that no single setting can make.
     static func validate(_ config: RelayConfig) throws(Error) {
+        if config.serverKeys.contains(where: { $0.utf8.count < minimumKeyBytes }) {
+            throw Error(description: "every one of serverKeys must be at least \(minimumKeyBytes) bytes long")
+        }
+        if let key = config.metricsKey, key.utf8.count < minimumKeyBytes {
+            throw Error(description: "metricsKey must be at least \(minimumKeyBytes) bytes long")
+        }
         if let secret = config.webhookSecret, WebhookSecret(secret) == nil {
             throw Error(description: "webhookSecret must be 'whsec_' followed by base64 key bytes")
         }
         if let secret = config.matrixNotifySecret,
-            secret.utf8.count < 16
+            secret.utf8.count < minimumKeyBytes
                 || !secret.utf8.allSatisfy({ byte in
                     Self.urlSafe.contains(byte)
                 })
         {
-            throw Error(description: "matrixNotifySecret must be at least 16 characters of A-Z a-z 0-9 - _")
+            throw Error(
+                description: "matrixNotifySecret must be at least \(minimumKeyBytes) characters of A-Z a-z 0-9 - _")
         }
         if let secret = config.clientTokenSecret, secret.utf8.count < 32 {
             throw Error(description: "clientTokenSecret must be at least 32 bytes long")

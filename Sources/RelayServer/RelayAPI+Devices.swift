@@ -98,7 +98,7 @@ extension RelayAPI {
             let fields = try FieldReader(json)
             return (
                 try fields.identifier("userId"), try fields.identifier("deviceId"),
-                try fields.optionalInteger("ttl", in: 60...2_592_000) ?? 3600
+                try fields.optionalInteger("ttl", in: ClientClaims.mintedLifetimes) ?? ClientClaims.defaultLifetime
             )
         }
         let issuedAt = now().seconds

@@ -65,6 +65,12 @@ package struct Logger: Sendable {
             case "\"": out += "\\\""
             case "\\": out += "\\\\"
             case "\n": out += "\\n"
+            // What some readers take for a line break too (NEL, LINE and PARAGRAPH SEPARATOR: Python's
+            // splitlines, JavaScript) or a terminal for a command (DEL, the C1 controls): escaped, so
+            // that a client's bytes can never forge or hide a line.
+            case "\u{7F}"..."\u{9F}", "\u{2028}", "\u{2029}":
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar.value < 0x20 ? "?" : scalar)
             }
         }

@@ -10,7 +10,7 @@ BIN=$1
 EXAMPLES=${2:-15}
 ST=.venv/bin/schemathesis
 TMP=$(mktemp -d /tmp/pushrelay-contract.XXXXXX)
-"$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys contract-key --log-level warning \
+"$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys contract-server-key --log-level warning \
     --rate-limit-client-per-s 0 --matrix-notify-secret contract-matrix-secret-0123 \
     >"$TMP/out" 2>"$TMP/err" &
 PID=$!
@@ -18,14 +18,14 @@ trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$TMP
 for _ in $(seq 100); do grep -q "listening on" "$TMP/out" && break; sleep 0.1; done
 URL=$(sed -n 's/.*listening on //p' "$TMP/out")
 token() {
-    curl -sf -X POST "$URL/v1/tokens" -H 'Authorization: Bearer contract-key' -H 'Content-Type: application/json' \
+    curl -sf -X POST "$URL/v1/tokens" -H 'Authorization: Bearer contract-server-key' -H 'Content-Type: application/json' \
         -d "{\"userId\":\"$1\",\"deviceId\":\"contract-device\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
 }
 # Not a device of the spec's examples: the server-key pass deletes those, which revokes their tokens.
 ALICE=$(token alice)
 BOB=$(token bob)
 status=0
-for credential in contract-key "$ALICE" "$BOB"; do
+for credential in contract-server-key "$ALICE" "$BOB"; do
     for attempt in 1 2; do
         status=0
         "$ST" run openapi.yaml --url "$URL" -H "Authorization: Bearer $credential" --checks all --seed 1 \

@@ -15,7 +15,7 @@ import time
 from relaypeer import QuietServer, Relay, run_checks
 from relaypeer import call as peer_call
 
-KEY = "fault-key"
+KEY = "fault-server-key-01"
 
 
 def relay_at(binary, db, *extra):

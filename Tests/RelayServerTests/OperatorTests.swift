@@ -48,6 +48,8 @@ import Testing
         ["--listen", "127.0.0.1:0", "check-config"],  // a flag before the command
         ["serv"],  // unknown command
         ["token", "--user", "a", "--ttl", "abc"],  // malformed value
+        ["token", "--user", "a", "--ttl", "2592001"],  // longer than POST /v1/tokens allows (30 days)
+        ["token", "--user", "a", "--ttl", "59"],
         ["serve", "--push-delay-ms", "soon"],
         ["check-config", "extra"],
         ["backup"],
@@ -61,6 +63,32 @@ import Testing
         #expect(run.stderr.contains("pushrelay"))
         #expect(!FileManager.default.fileExists(atPath: directory.path + "/r.sqlite"))
         #expect(!FileManager.default.fileExists(atPath: directory.path + "/pushrelay.sqlite"))
+    }
+
+    /// A bearer key (server key, metrics key) or Matrix notify secret shorter than 16 bytes is
+    /// a configuration error that names the setting, from the environment or a flag alike.
+    @Test(arguments: [
+        (["check-config"], ["PUSHRELAY_SERVER_KEYS": "a"], "serverKeys must be at least 16 bytes"),
+        (["check-config", "--server-keys", "long-enough-key-0123,short"], [:], "serverKeys must be at least 16 bytes"),
+        (["check-config", "--metrics-key", "m"], [:], "metricsKey must be at least 16 bytes"),
+        (["serve"], ["PUSHRELAY_METRICS_KEY": "fifteen-bytes-k"], "metricsKey must be at least 16 bytes"),
+        (["check-config", "--matrix-notify-secret", "short"], [:], "matrixNotifySecret must be at least 16"),
+    ])
+    func shortKeysAreConfigurationErrors(
+        _ arguments: [String], _ environment: [String: String], _ message: String
+    )
+        throws
+    {
+        let directory = try scratch()
+        let run = try RelayCommand.run(
+            arguments, environment: environment.merging(["PUSHRELAY_DB": directory.path + "/r.sqlite"]) { $1 },
+            directory: directory, timeout: 10)
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains(message), "\(run.stderr)")
+        let fine = try RelayCommand.run(
+            ["check-config", "--server-keys", "sixteen-bytes-k1", "--metrics-key", "sixteen-bytes-k2"],
+            environment: ["PUSHRELAY_DB": directory.path + "/r.sqlite"], directory: directory)
+        #expect(fine.status == 0, "\(fine.stderr)")
     }
 
     @Test func versionAndHelpPrintAndExit() throws {
@@ -79,9 +107,9 @@ import Testing
         let db = directory.path + "/r.sqlite"
         // Configured in the environment: that one, and no database is created.
         let configured = try RelayCommand.run(
-            ["server-key"], environment: ["PUSHRELAY_SERVER_KEYS": "from-env", "PUSHRELAY_DB": db])
+            ["server-key"], environment: ["PUSHRELAY_SERVER_KEYS": "from-env-server-key", "PUSHRELAY_DB": db])
         #expect(configured.status == 0)
-        #expect(configured.stdout == "from-env\n")
+        #expect(configured.stdout == "from-env-server-key\n")
         #expect(!FileManager.default.fileExists(atPath: db))
         // None configured and none generated: an error that says what to do.
         let none = try RelayCommand.run(["server-key", "--db", db])
@@ -125,6 +153,18 @@ import Testing
         #expect(!log.contains("query-secret-canary"))
         #expect(!log.contains(token))
         #expect(!log.contains(RelayProcess.serverKey))
+    }
+
+    /// What a client sends never breaks a log line: NEL (U+0085), LINE and PARAGRAPH SEPARATOR
+    /// (U+2028, U+2029), DEL and the other C1 controls are escaped like `\n`.
+    @Test func lineBreakingCharactersAreEscapedInTheLog() async throws {
+        let relay = try RelayProcess(arguments: ["--log-level", "info"])
+        _ = try await relay.request("GET", "/v1/%E2%80%A8a%C2%85b%E2%80%A9c%7Fd%C2%9Be")
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let log = relay.logText
+        #expect(log.contains(#"path="/v1/\u2028a\u0085b\u2029c\u007Fd\u009Be""#), "\(log)")
+        let raw: [Unicode.Scalar] = ["\u{85}", "\u{2028}", "\u{2029}", "\u{7F}", "\u{9B}"]
+        #expect(!log.unicodeScalars.contains(where: raw.contains))
     }
 
     // MARK: Backup

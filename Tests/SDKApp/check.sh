@@ -59,18 +59,18 @@ for target in RelayServer RelayStore RelayHTTP RelayDelivery; do
     if ls "$TMP/app/.build/debug/$target.build/"*.o >/dev/null 2>&1; then echo "FAILED: compiled $target"; exit 1; fi
 done
 
-"$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys sdk-key --log-level warning \
+"$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys sdk-server-key-0123 --log-level warning \
     >"$TMP/relay.out" 2>"$TMP/relay.err" &
 PIDS+=($!)
 for _ in $(seq 100); do grep -qs "listening on" "$TMP/relay.out" && break; sleep 0.1; done
 URL=$(sed -n 's/.*listening on //p' "$TMP/relay.out")
-TOKEN=$(curl -sf -X POST "$URL/v1/tokens" -H 'Authorization: Bearer sdk-key' -H 'Content-Type: application/json' \
+TOKEN=$(curl -sf -X POST "$URL/v1/tokens" -H 'Authorization: Bearer sdk-server-key-0123' -H 'Content-Type: application/json' \
     -d '{"userId":"ann","deviceId":"phone"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
 "$APP" "$URL" "$TOKEN" >"$TMP/app.out" 2>&1 &
 APP_PID=$!
 PIDS+=($APP_PID)
 sleep 1
-curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer sdk-key' -H 'Content-Type: application/json' \
+curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer sdk-server-key-0123' -H 'Content-Type: application/json' \
     -d '{"id":"hello-app","recipients":["ann"],"payload":{"text":"hi","n":1.10}}'
 for _ in $(seq 100); do kill -0 $APP_PID 2>/dev/null || break; sleep 0.1; done
 cat "$TMP/app.out"
@@ -81,7 +81,7 @@ echo "ok     a throw-away app package builds against the RelayClient product and
 # bob sees alice typing (a signal) and her message (live).
 swift build --package-path "$REPO/examples/chat" --scratch-path "$TMP/chat-build" 2>&1 | tail -1
 CHAT="$TMP/chat-build/debug/chat"
-export PUSHRELAY_SERVER_KEY=sdk-key PUSHRELAY_URL="$URL"
+export PUSHRELAY_SERVER_KEY=sdk-server-key-0123 PUSHRELAY_URL="$URL"
 (sleep 8) | "$CHAT" bob alice >"$TMP/bob.out" 2>&1 &
 PIDS+=($!)
 (sleep 2; echo "hello bob"; sleep 2) | "$CHAT" alice bob >"$TMP/alice.out" 2>&1
