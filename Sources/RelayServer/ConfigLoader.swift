@@ -143,6 +143,7 @@ package enum ConfigLoader {
         integer("requestBodyTimeoutMs", \.requestBodyTimeoutMs, 100...3_600_000),
         integer("connectionMemoryBytes", \.connectionMemoryBytes, 4096...1_048_576),
         integer("shutdownDrainMs", \.shutdownDrainMs, 0...3_600_000),
+        integer("statsCacheMs", \.statsCacheMs, 0...600_000),
         Setting(
             key: "logLevel",
             apply: { config, value throws(Error) in

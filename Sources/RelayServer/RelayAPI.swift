@@ -35,10 +35,7 @@ package final class RelayAPI: Sendable {
     let shuttingDown = Atomic<Bool>(false)
     /// `GET /v1/stats`'s push job counts, read at most once per `statsCacheMs` however many
     /// consoles poll.
-    let jobCounts = LockedValue(CachedValue<[JobState: Int]>(windowMs: RelayAPI.statsCacheMs))
-    /// 1 s: the console polls every 2 s, so one tab always sees a fresh count; more tabs (or a
-    /// scraper) share it.
-    static let statsCacheMs: Int64 = 1000
+    let jobCounts: LockedValue<CachedValue<[JobState: Int]>>
 
     /// The Matrix Push Gateway endpoint (its `secret` query parameter is the credential: Synapse
     /// insists on exactly this path).
@@ -108,6 +105,7 @@ package final class RelayAPI: Sendable {
         self.live = live
         self.now = now
         delivery = config.deliveryPolicy
+        jobCounts = LockedValue(CachedValue(windowMs: config.statsCacheMs))
         allowedOrigins =
             config.wsAllowedOrigins.isEmpty
             ? nil : Set(config.wsAllowedOrigins.map(WebSocketHandshake.normalizedOrigin))

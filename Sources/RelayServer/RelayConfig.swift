@@ -67,6 +67,9 @@ package struct RelayConfig: Sendable, Equatable {
     /// is answered 503 `shutting_down` (its write may still commit) and the process goes on to
     /// exit. Keep drain plus a few seconds under the supervisor's kill timeout (`docker stop`: 10 s).
     package var shutdownDrainMs: Int64 = 10_000
+    /// How long `GET /v1/stats` reuses its push job counts: the console polls every 2 s, so one
+    /// tab always sees a fresh count; more tabs (or a scraper) share it. 0: read every time.
+    package var statsCacheMs: Int64 = 1000
     /// `debug`, `info`, `warning` or `error`.
     package var logLevel = LogLevel.info
     /// One `info` line per request (method, route, path, status, bytes, duration, request id,
