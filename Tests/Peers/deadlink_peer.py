@@ -5,17 +5,15 @@ new connections pass. The client must reconnect and print every message posted m
 and in order, within the documented bound (ping interval × 1.5 + 5 s, plus a check, a backoff and
 the catch-up); while it was cut off, the relay pushes what it did not ack.
 Usage: deadlink_peer.py PATH_TO_PUSHRELAY (pushrelay-tail beside it)"""
-import json
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
-import http.server
 import tempfile
 
-from relaypeer import QuietServer, Relay, registry, run_checks, wait_for
+from relaypeer import Receiver, Relay, registry, run_checks, wait_for
 
 checks, check = registry()
 
@@ -83,29 +81,6 @@ class BlackHoleProxy:
                         pass
 
 
-class Pushes(QuietServer):
-    """Collects the relay's push webhooks (JSON bodies)."""
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), PushHandler)
-        self.bodies = []
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
-class PushHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.server.bodies.append(json.loads(body))
-        self.send_response(204)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
 def run_tail(binary, relay, proxy, user):
     tail = os.path.join(os.path.dirname(binary), "pushrelay-tail")
     # pushrelay-tail keeps its cursor in the temporary directory: start from none.
@@ -128,7 +103,7 @@ def cut_and_recover(binary, *relay_args, bound, pushes=None):
     try:
         if pushes is not None:
             status, body = relay.http("PUT", f"/v1/users/{user}/devices/tail",
-                                      {"pushUrl": f"http://127.0.0.1:{pushes.server_address[1]}/p"})
+                                      {"pushUrl": f"{pushes.base}/p"})
             assert status in (200, 201), body
         tail, lines = run_tail(binary, relay, proxy, user)
         assert relay.http("POST", "/v1/messages", {"id": "m1", "recipients": [user], "payload": {}})[0] == 202
@@ -160,14 +135,14 @@ def fast_ping(binary):
 
 @check("with the default 25 s ping, within the documented 42.5 s + a check; the messages meanwhile are pushed")
 def default_ping(binary):
-    pushes = Pushes()
+    pushes = Receiver()
     try:
         took = cut_and_recover(binary, bound=120, pushes=pushes)
         # 42.5 s of silence, seen within a check (5 s), a backoff (≤ 1 s) and the catch-up; slack
         # for a busy machine.
         assert took <= 60, f"{took:.1f} s"
-        pushed = {body.get("messageId") for body in pushes.bodies}
-        assert {"m2", "m3", "m4", "m5"} <= pushed, pushes.bodies
+        pushed = {body.get("messageId") for body in pushes.bodies()}
+        assert {"m2", "m3", "m4", "m5"} <= pushed, pushes.bodies()
         return f"{took:.1f} s (rule: 42.5 s of silence); pushed meanwhile: {sorted(pushed - {None})}"
     finally:
         pushes.shutdown()

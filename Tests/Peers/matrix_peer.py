@@ -27,7 +27,7 @@ import urllib.request
 
 import websockets
 
-from relaypeer import QuietServer, Relay, call, registry, run_checks, wait_for
+from relaypeer import QuietServer, Receiver, Relay, call, registry, run_checks, wait_for
 
 KEY = "matrix-test-server-key"
 GATEWAY_SECRET = "gateway-secret-0123456789"
@@ -42,41 +42,6 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-class Receiver(QuietServer):
-    """Stands in for APNs/FCM: records pushes; answers a status per path (default 204)."""
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), ReceiverHandler)
-        self.lock = threading.Lock()
-        self.pushes = []  # (path, headers, body)
-        self.status = {}
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def base(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def bodies(self, path):
-        with self.lock:
-            return [json.loads(body) for p, _, body in self.pushes if p == path]
-
-
-class ReceiverHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        with self.server.lock:
-            self.server.pushes.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            status = self.server.status.get(self.path, 204)
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
 
 
 class Proxy(QuietServer):

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -95,6 +96,43 @@ class QuietServer(http.server.ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         pass
+
+
+class Receiver(QuietServer):
+    """A webhook receiver on 127.0.0.1 (it stands in for a push gateway): records every POST as
+    (path, headers, body) and answers a status per path (default 204)."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), ReceiverHandler)
+        self.lock = threading.Lock()
+        self.pushes = []  # (path, headers, body)
+        self.status = {}
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def base(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def bodies(self, path=None):
+        """The JSON bodies received (on `path`, or on every path), in order."""
+        with self.lock:
+            return [json.loads(body) for p, _, body in self.pushes if path is None or p == path]
+
+
+class ReceiverHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        with self.server.lock:
+            self.server.pushes.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            status = self.server.status.get(self.path, 204)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
 
 def registry():
