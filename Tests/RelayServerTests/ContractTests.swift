@@ -1,6 +1,7 @@
 import Foundation
 import RelayCore
 import RelayServer
+import RelayTesting
 import Testing
 
 @Suite struct ContractTests {
@@ -77,5 +78,37 @@ import Testing
         #expect(names.contains("PUSHRELAY_RETENTION_S"))
         #expect(names.contains("PUSHRELAY_MAX_WS_MESSAGE_BYTES"))
         #expect(ConfigLoader.settings.map(\.flag).contains("--max-ws-message-bytes"))
+    }
+
+    /// Every metric family the relay exposes has a row in `docs/OPERATIONS.md`'s metrics table.
+    @Test func everyMetricIsDocumented() async throws {
+        let relay = try RelayProcess()
+        let text = try await relay.request("GET", "/metrics", token: nil).text
+        let families = text.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("# TYPE ") else { return nil }
+            return line.split(separator: " ").dropFirst(2).first.map(String.init)
+        }
+        #expect(families.count >= 10)
+        let operations = try String(
+            contentsOf: Self.repositoryRoot.appendingPathComponent("docs/OPERATIONS.md"), encoding: .utf8)
+        for family in families {
+            #expect(operations.contains("| `\(family)` |"), "docs/OPERATIONS.md lacks \(family)")
+        }
+    }
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    /// `deploy/config.example.json` lists every setting, and the README's table names each one.
+    @Test func theExampleConfigAndTheReadmeListEverySetting() throws {
+        let root = Self.repositoryRoot
+        let example = try Data(contentsOf: root.appendingPathComponent("deploy/config.example.json"))
+        let listed = Set((try JSONSerialization.jsonObject(with: example) as? [String: Any] ?? [:]).keys)
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        for setting in ConfigLoader.settings {
+            #expect(listed.contains(setting.key), "config.example.json lacks \(setting.key)")
+            #expect(readme.contains("`\(setting.environmentName)`"), "the README's table lacks \(setting.key)")
+        }
+        #expect(listed.subtracting(ConfigLoader.settings.map(\.key)).isEmpty)
     }
 }
