@@ -167,6 +167,36 @@ public actor RelayClient {
         try await connection.send(frame)
     }
 
+    /// Registers the OS's push token as this device's transport (`PUT
+    /// /v1/users/{userId}/devices/{deviceId}` with the client token): call it whenever the OS
+    /// hands one over, e.g. from `didRegisterForRemoteNotificationsWithDeviceToken`. The token's
+    /// `did` must be this device; `contentFree` asks for pushes without the message text.
+    public func setPushToken(_ token: PushToken, deviceId: String? = nil, contentFree: Bool = false) async throws {
+        guard let deviceId = deviceId ?? configuration.deviceId else { throw PushTokenError.noDeviceId }
+        var body = token.body
+        body["contentFree"] = contentFree
+        for refresh in [false, true] {
+            guard let credential = try? await configuration.tokenProvider(refresh) else {
+                throw PushTokenError.unreachable
+            }
+            var request = URLRequest(
+                url: configuration.relayURL.appendingPathComponent(
+                    "v1/users/\(configuration.userId)/devices/\(deviceId)"))
+            request.httpMethod = "PUT"
+            request.setValue("Bearer \(credential)", forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try? JSONSerialization.data(withJSONObject: body)
+            guard let (data, response) = try? await http.data(for: request),
+                let status = (response as? HTTPURLResponse)?.statusCode
+            else { throw PushTokenError.unreachable }
+            if status == 200 || status == 201 { return }
+            // An expired client token: once more with a fresh one.
+            if status == 401, !refresh { continue }
+            let error = (try? JSONSerialization.jsonObject(with: data) as? [String: Any])?["error"] as? [String: Any]
+            throw PushTokenError.refused(status: status, code: error?["code"] as? String)
+        }
+    }
+
     // MARK: The connection loop
 
     private func run() async {

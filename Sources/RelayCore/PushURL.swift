@@ -12,6 +12,15 @@ public struct PushURL: Sendable, Equatable {
 
     public static let maxLength = 2048
 
+    /// `https://<host>/`, for a host name written in code (the push services' defaults).
+    public init(https host: String) {
+        scheme = "https"
+        self.host = host
+        port = 443
+        target = "/"
+        text = "https://\(host)"
+    }
+
     public init(_ text: String) throws(ValidationError) {
         func invalid(_ why: String) -> ValidationError { ValidationError(.invalidField, field: "pushUrl", why) }
         self.text = text

@@ -5,6 +5,8 @@ public struct ValidationError: Error, Equatable, Sendable {
         case missingField
         case invalidField
         case payloadTooLarge
+        /// A device's push transport is missing, doubled or malformed.
+        case invalidTransport
     }
 
     public var kind: Kind
@@ -22,6 +24,7 @@ public struct ValidationError: Error, Equatable, Sendable {
         case .missingField: return "missing_field"
         case .invalidField: return "invalid_field"
         case .payloadTooLarge: return "payload_too_large"
+        case .invalidTransport: return "invalid_transport"
         }
     }
 }

@@ -5,12 +5,12 @@ import RelayStore
 /// has delivery slots free, so a pass never reads batches it would only put back (one busy host
 /// with a deep queue would otherwise be re-read in full on every pass).
 ///
-/// Kept across passes for its cache of parsed push URLs (parsing a URL costs more than the row
-/// it came with, and the same URLs come back push after push).
+/// Kept across passes for its cache of parsed transports (parsing one costs more than the row
+/// it came with, and the same ones come back push after push).
 struct HostAdmission {
-    /// A push URL, parsed, with the `host:port` its slots and breaker are kept per.
+    /// A device's push transport, parsed, with the `host:port` its slots and breaker are kept per.
     struct Target {
-        let url: PushURL
+        let transport: PushTransport
         let host: String
     }
 
@@ -23,9 +23,11 @@ struct HostAdmission {
     private var inFlight: [String: Int] = [:]
     private var slotsPerHost: Int
     private var turnedDown = 0
+    private let hostOf: @Sendable (PushTransport) -> String
 
-    init(slotsPerHost: Int) {
+    init(slotsPerHost: Int, hostOf: @escaping @Sendable (PushTransport) -> String) {
         self.slotsPerHost = slotsPerHost
+        self.hostOf = hostOf
     }
 
     /// Starts a pass with the slots taken now.
@@ -33,14 +35,14 @@ struct HostAdmission {
         self.inFlight = inFlight
         free.removeAll(keepingCapacity: true)
         turnedDown = 0
-        // Push URLs come and go with devices; the cache only saves work, so forget it all at once.
+        // Transports come and go with devices; the cache only saves work, so forget it all at once.
         if targets.count > 100_000 { targets.removeAll() }
     }
 
-    /// Whether a batch for `pushURL` is worth reading now; counts it against its host if so.
-    /// (A malformed URL is read, to be dead-lettered.)
-    mutating func admit(_ pushURL: String) -> PushAdmission {
-        guard let host = target(pushURL)?.host else { return .take }
+    /// Whether a batch for the device's stored transport is worth reading now; counts it
+    /// against its host if so. (A malformed one is read, to be dead-lettered.)
+    mutating func admit(_ stored: String) -> PushAdmission {
+        guard let host = target(stored)?.host else { return .take }
         let left = free[host] ?? (slotsPerHost - inFlight[host, default: 0])
         guard left > 0 else {
             turnedDown += 1
@@ -50,11 +52,11 @@ struct HostAdmission {
         return .take
     }
 
-    /// `pushURL` parsed, or nil when it is malformed.
-    mutating func target(_ pushURL: String) -> Target? {
-        if let known = targets[pushURL] { return known }
-        let parsed = (try? PushURL(pushURL)).map { Target(url: $0, host: "\($0.host):\($0.port)") }
-        targets[pushURL] = .some(parsed)
+    /// The stored transport parsed, or nil when it is malformed.
+    mutating func target(_ stored: String) -> Target? {
+        if let known = targets[stored] { return known }
+        let parsed = PushTransport(target: stored).map { Target(transport: $0, host: hostOf($0)) }
+        targets[stored] = .some(parsed)
         return parsed
     }
 }

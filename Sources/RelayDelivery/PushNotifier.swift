@@ -6,8 +6,8 @@ package import RelayPoll
 package import RelayStore
 package import RelayTelemetry
 
-/// Delivers the push outbox: takes due jobs, coalesced per device into one signed webhook, sends
-/// it, and records what `DeliveryPolicy.judge` makes of the answer (delivered; device gone →
+/// Delivers the push outbox: takes due jobs, coalesced per device into one push, hands it to the
+/// device's transport (`PushProvider`: the signed webhook, APNs, FCM, Web Push), and records what `DeliveryPolicy.judge` makes of the answer (delivered; device gone →
 /// disabled; retry with backoff and full jitter until the TTL; dead). At-least-once: a job stays
 /// pending in the store until its outcome is committed, so a crash only means it is sent again.
 ///
@@ -39,8 +39,6 @@ package final class PushNotifier: Sendable {
 
     private let store: any RelayStore
     private let settings: Settings
-    private let signer: WebhookSignature
-    private let allowList: HostAllowList
     private let metrics: Metrics
     private let logger: Logger
     private let events: any RelayEventSink
@@ -52,9 +50,10 @@ package final class PushNotifier: Sendable {
     private let inFlight = LockedValue<Set<String>>([])
     /// The chat server's event webhook, if configured.
     private let eventsURL: PushURL?
-    private let client: WebhookClient
-    private let resolver: WorkerPool
-    private let ssrfGuard: SSRFGuard
+    private let sender: HTTPSender
+    private let webhooks: WebhookProvider
+    /// The push services with credentials; the webhook is always there.
+    private let providers: [PushTransport.Kind: any PushProvider]
     private let eventsInFlight = LockedValue<Set<Int64>>([])
     private let pollScheduled = LockedValue(false)
     /// One breaker per receiver `host:port`.
@@ -64,22 +63,28 @@ package final class PushNotifier: Sendable {
     /// Used by the scheduler pass only (the lock is never contended).
     private let admission: LockedValue<HostAdmission>
 
+    /// - Parameter services: the push services with credentials, built on the notifier's HTTP
+    ///   sender (the webhook is added here).
     package init(
         store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
         logger: Logger, events: any RelayEventSink, eventsURL: PushURL?, tls: TLSContext,
+        services: (HTTPSender) -> [PushTransport.Kind: any PushProvider] = { _ in [:] },
         now: @escaping @Sendable () -> Timestamp
     ) throws(Poller.Failure) {
         self.eventsURL = eventsURL
-        ssrfGuard = SSRFGuard(allowList: allowList)
-        client = try WebhookClient(
-            tls: tls, connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
-            totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000))
-        resolver = WorkerPool(threads: settings.resolverThreads, name: "pushrelay-resolver")
-        admission = LockedValue(HostAdmission(slotsPerHost: settings.deliveriesPerHost))
+        sender = try HTTPSender(
+            tls: tls, allowList: allowList, connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
+            totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000), resolverThreads: settings.resolverThreads)
+        webhooks = WebhookProvider(sender: sender, signer: signer)
+        var providers = services(sender)
+        providers[.webhook] = webhooks
+        self.providers = providers
+        admission = LockedValue(
+            HostAdmission(slotsPerHost: settings.deliveriesPerHost) { [providers] transport in
+                providers[transport.kind]?.host(for: transport) ?? transport.kind.rawValue
+            })
         self.store = store
         self.settings = settings
-        self.signer = signer
-        self.allowList = allowList
         self.metrics = metrics
         self.logger = logger
         self.events = events
@@ -94,8 +99,7 @@ package final class PushNotifier: Sendable {
     package func stop() {
         timer.stop()
         queue.sync {}
-        resolver.stop()
-        client.stop()
+        sender.stop()
     }
 
     /// Something changed in the store (a commit): look again soon. Coalesced: many wakes while
@@ -156,8 +160,8 @@ package final class PushNotifier: Sendable {
         tookWork = !batches.isEmpty
         for batch in batches {
             guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
-            guard let target = admission.withLock({ $0.target(batch.pushURL) }) else {
-                finish(batch, .dead(error: "push URL is malformed"), started: time)
+            guard let target = admission.withLock({ $0.target(batch.target) }) else {
+                finish(batch, .dead(error: "the device's push transport is malformed"), started: time)
                 continue
             }
             let event = DeliveryEvent.due(expiresAt: batch.expiresAt.milliseconds, host: gate(target.host, at: time))
@@ -220,7 +224,13 @@ package final class PushNotifier: Sendable {
     private func deliver(_ batch: PushBatch, to target: HostAdmission.Target) {
         let started = now()
         let host = target.host
-        post(target.url, body: Self.body(of: batch), webhookId: batch.webhookId, at: started) { [self] outcome in
+        let kind = target.transport.kind
+        guard let provider = providers[kind] else {
+            // A device registered while the service had credentials, and the relay restarted without.
+            releaseHostSlot(host)
+            return finish(batch, .dead(error: "\(kind.member) is not configured on this relay"), started: started)
+        }
+        provider.send(batch, to: target.transport, at: started) { [self] outcome in
             releaseHostSlot(host)
             let event = DeliveryEvent.answered(
                 outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds)
@@ -234,34 +244,6 @@ package final class PushNotifier: Sendable {
         }
     }
 
-    /// Sends a signed POST; `done` gets the classified answer (on the client's thread). The SSRF
-    /// guard checks the host (resolving a name on a resolver thread); the client connects to
-    /// those exact addresses (each in turn), over TLS for https.
-    private func post(
-        _ target: PushURL, body: [UInt8], webhookId: String, at time: Timestamp,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void
-    ) {
-        let headers =
-            [("Content-Type", "application/json"), ("User-Agent", "PushRelay")]
-            + signer.headers(id: webhookId, timestampSeconds: time.seconds, body: body)
-        let send: @Sendable () -> Void = { [client, ssrfGuard] in
-            switch ssrfGuard.addresses(for: target) {
-            case .failure(let refusal):
-                done(.refused(reason: "SSRF guard: \(refusal.description)"))
-            case .success(let addresses):
-                client.post(target, addresses: addresses, headers: headers, body: body) { result in
-                    switch result {
-                    case .success(let response):
-                        done(.classify(status: response.status, retryAfter: response.retryAfter))
-                    case .failure(let error):
-                        done(.retry(reason: error.description, notBeforeMilliseconds: nil))
-                    }
-                }
-            }
-        }
-        if IPAddress(target.host) != nil { send() } else { resolver.submit(send) }
-    }
-
     // MARK: Events
 
     /// Sends an ephemeral event (a client's signal) to `eventsUrl` at once: one attempt, never
@@ -270,7 +252,7 @@ package final class PushNotifier: Sendable {
     package func sendNow(_ event: RelayEvent, done: @escaping @Sendable (Bool) -> Void) {
         guard let eventsURL else { return done(false) }
         let id = "evt_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        post(eventsURL, body: event.envelope, webhookId: id, at: now()) { outcome in
+        webhooks.post(eventsURL, body: event.envelope, webhookId: id, at: now()) { outcome in
             if case .delivered = outcome { done(true) } else { done(false) }
         }
     }
@@ -289,7 +271,7 @@ package final class PushNotifier: Sendable {
         }
         for job in jobs {
             guard eventsInFlight.withLock({ $0.insert(job.id).inserted }) else { continue }
-            post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
+            webhooks.post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
                 let event = DeliveryEvent.answered(
                     outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds)
                 // Events have no breaker: only the verdict counts.
@@ -375,30 +357,6 @@ package final class PushNotifier: Sendable {
                 events.emit(.push(type: .deviceDisabled, batch, error: reason, at: finishedAt))
             }
         }
-    }
-
-    /// The push body (docs/ARCHITECTURE.md §5); content-free devices get ids and counts only.
-    static func body(of batch: PushBatch) -> [UInt8] {
-        var writer = JSONWriter(capacity: 256 + (batch.push?.count ?? 0))
-        writer.beginObject()
-        writer.member("type", batch.kind.rawValue)
-        writer.member("userId", batch.userId)
-        writer.member("deviceId", batch.deviceId)
-        if !batch.contentFree, let messageId = batch.messageId { writer.member("messageId", messageId) }
-        writer.key("seq")
-        writer.beginObject()
-        writer.member("from", batch.seqFrom)
-        writer.member("to", batch.seqTo)
-        writer.endObject()
-        writer.member("unread", batch.unread)
-        writer.member("priority", batch.priority.rawValue)
-        writer.member("collapseKey", orNull: batch.collapseKey)
-        if !batch.contentFree, batch.kind == .message {
-            writer.key("push")
-            if let push = batch.push { writer.raw(push) } else { writer.null() }
-        }
-        writer.endObject()
-        return writer.bytes
     }
 }
 

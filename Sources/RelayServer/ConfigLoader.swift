@@ -66,6 +66,19 @@ package enum ConfigLoader {
             }, read: { .array($0[keyPath: path].map { .string($0) }) })
     }
 
+    /// A push service's base URL: https, no path (the relay adds the service's own).
+    static func serviceURL(_ key: String, _ path: WritableKeyPath<RelayConfig, PushURL>) -> Setting {
+        nonisolated(unsafe) let path = path
+        return Setting(
+            key: key,
+            apply: { config, value throws(Error) in
+                guard let url = try? PushURL(value), url.scheme == "https", url.target == "/" else {
+                    throw Error(description: "\(key) must be an https URL with no path, such as https://host:443, not '\(value)'")
+                }
+                config[keyPath: path] = url
+            }, read: { .string($0[keyPath: path].text) })
+    }
+
     static func boolean(_ key: String, _ path: WritableKeyPath<RelayConfig, Bool>) -> Setting {
         nonisolated(unsafe) let path = path
         return Setting(
@@ -163,6 +176,16 @@ package enum ConfigLoader {
         integer("maxDevicesPerUser", \.maxDevicesPerUser, 1...1_000_000),
         integer("signalsMaxInFlight", \.signalsMaxInFlight, 1...10_000),
         integer("wsDeadAfterMs", \.wsDeadAfterMs, 200...3_600_000),
+        optionalString("apnsKeyFile", \.apnsKeyFile),
+        optionalString("apnsKeyId", \.apnsKeyId),
+        optionalString("apnsTeamId", \.apnsTeamId),
+        optionalString("apnsTopic", \.apnsTopic),
+        serviceURL("apnsUrl", \.apnsUrl),
+        serviceURL("apnsSandboxUrl", \.apnsSandboxUrl),
+        optionalString("fcmServiceAccountFile", \.fcmServiceAccountFile),
+        serviceURL("fcmUrl", \.fcmUrl),
+        optionalString("vapidKeyFile", \.vapidKeyFile),
+        optionalString("vapidSubject", \.vapidSubject),
         integer("wsMaxQueuedBytes", \.wsMaxQueuedBytes, 4096...1_073_741_824),
         list("wsAllowedOrigins", \.wsAllowedOrigins),
     ]
@@ -282,6 +305,7 @@ package enum ConfigLoader {
                 throw Error(description: "eventsUrl must be an http(s) URL whose host and port are in pushAllowedHosts")
             }
         }
+        try validatePushServices(config)
         if config.pushRetryBaseMs > config.pushRetryCapMs {
             throw Error(description: "pushRetryBaseMs must not exceed pushRetryCapMs")
         }
@@ -289,6 +313,24 @@ package enum ConfigLoader {
             _ = try ListenSocket.parse(config.listen)
         } catch {
             throw Error(description: "\(error)")
+        }
+    }
+
+    /// A push service's settings come as a set: all of them or none (then it is off).
+    static func validatePushServices(_ config: RelayConfig) throws(Error) {
+        let apns = [config.apnsKeyFile, config.apnsKeyId, config.apnsTeamId]
+        if apns.contains(where: { $0 != nil }) {
+            guard !apns.contains(where: { $0 == nil }) else {
+                throw Error(description: "APNs needs apnsKeyFile, apnsKeyId and apnsTeamId together")
+            }
+        }
+        if config.vapidKeyFile != nil || config.vapidSubject != nil {
+            guard let subject = config.vapidSubject, config.vapidKeyFile != nil else {
+                throw Error(description: "Web Push needs vapidKeyFile and vapidSubject together")
+            }
+            guard subject.hasPrefix("mailto:") || subject.hasPrefix("https://") else {
+                throw Error(description: "vapidSubject must be a mailto: or https: URI, not '\(subject)'")
+            }
         }
     }
 }

@@ -6,7 +6,12 @@ extension JSONWriter {
     mutating func device(_ device: Device) {
         beginObject()
         member("deviceId", device.deviceId)
-        member("pushUrl", device.pushURL)
+        if let transport = device.transport {
+            member("transport", transport.kind.rawValue)
+            transport.write(to: &self)
+        } else {
+            member("pushUrl", device.target)
+        }
         member("platform", orNull: device.platform)
         member("contentFree", device.contentFree)
         member("state", device.active ? "active" : "disabled")

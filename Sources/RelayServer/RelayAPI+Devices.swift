@@ -3,30 +3,46 @@ import RelayHTTP
 import RelayStore
 
 extension RelayAPI {
-    /// `PUT /v1/users/{userId}/devices/{deviceId} {pushUrl, platform?, contentFree?}`:
-    /// registers or updates a push device (201 created, 200 updated; re-enables a disabled one).
+    /// `PUT /v1/users/{userId}/devices/{deviceId} {pushUrl | apns | fcm | webPush, platform?,
+    /// contentFree?, matrix?}`: registers or updates a push device (201 created, 200 updated;
+    /// re-enables a disabled one). The server registers any device; a client token only its own
+    /// (`sub`/`did`), and only with a push service's token, never a `pushUrl` (which would let an
+    /// app point the relay at any URL) or a Matrix pusher.
     func putDevice(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
-        try auth.requireServer(request)
         let userId = try request.identifier("userId")
         let deviceId = try request.identifier("deviceId")
+        let principal = try auth.requireUser(request, userId: userId)
         let json = try request.jsonBody()
-        let (url, platform, contentFree, matrix) = try APIError.validating { () throws(ValidationError) in
+        let (transport, platform, contentFree, matrix) = try APIError.validating { () throws(ValidationError) in
             let fields = try FieldReader(json)
             return (
-                try PushURL(try fields.string("pushUrl")), try fields.optionalString("platform", maxLength: 32),
+                try PushTransport(device: fields), try fields.optionalString("platform", maxLength: 32),
                 try fields.optionalBool("contentFree") ?? false, try Self.matrixPusher(fields.optionalObject("matrix"))
             )
         }
-        guard allowList.allows(host: url.host, port: url.port) else {
+        if case .client(let claims) = principal {
+            guard claims.deviceId == deviceId else {
+                throw .forbidden("a client token may only register its own device (the token's 'did')")
+            }
+            guard transport.kind != .webhook, matrix == nil else {
+                throw .forbidden("a client token may register an 'apns', 'fcm' or 'webPush' token, not a 'pushUrl' or 'matrix'")
+            }
+        }
+        guard config.offers(transport.kind) else {
+            throw APIError(
+                400, "transport_unavailable",
+                "this relay has no credentials for '\(transport.kind.member)'; see the README's Push services")
+        }
+        if let url = transport.clientChosenURL, !allowList.allows(host: url.host, port: url.port) {
             throw APIError(
                 400, "push_url_not_allowed",
-                "the push URL's host or port is not allowed; add 'host:port' to PUSHRELAY_PUSH_ALLOWED_HOSTS")
+                "the \(transport.kind == .webhook ? "push URL" : "Web Push endpoint")'s host or port is not allowed; "
+                    + "add 'host:port' to PUSHRELAY_PUSH_ALLOWED_HOSTS")
         }
         let now = self.now()
-        let pushURL = json["pushUrl"]?.stringValue ?? ""
         let device = Device(
-            userId: userId, deviceId: deviceId, pushURL: pushURL, platform: platform, contentFree: contentFree,
-            createdAt: now, updatedAt: now, matrix: matrix)
+            userId: userId, deviceId: deviceId, target: transport.target, platform: platform,
+            contentFree: contentFree, createdAt: now, updatedAt: now, matrix: matrix)
         store.putDevice(
             device,
             completion: onStore(reply) { (result: (device: Device, created: Bool)) in

@@ -106,6 +106,23 @@ package struct RelayConfig: Sendable, Equatable {
     /// How often retention pruning runs, in seconds.
     package var pruneIntervalS: Int64 = 60
 
+    // Push services: each is available once its credentials are set (devices naming one that is
+    // not get 400 `transport_unavailable`).
+    /// APNs token-based auth: the `.p8` key (PEM, P-256), its key id and the team id.
+    package var apnsKeyFile: String?
+    package var apnsKeyId: String?
+    package var apnsTeamId: String?
+    /// The bundle id for devices that name no `topic`.
+    package var apnsTopic: String?
+    package var apnsUrl = PushURL(https: "api.push.apple.com")
+    package var apnsSandboxUrl = PushURL(https: "api.sandbox.push.apple.com")
+    /// FCM HTTP v1: the service-account JSON Google issues.
+    package var fcmServiceAccountFile: String?
+    package var fcmUrl = PushURL(https: "fcm.googleapis.com")
+    /// Web Push (VAPID, RFC 8292): the P-256 private key (PEM) and the `mailto:`/`https:` subject.
+    package var vapidKeyFile: String?
+    package var vapidSubject: String?
+
     package init() {}
 
     /// `db` as logs and messages show it: a URI's password masked.
@@ -128,6 +145,17 @@ package struct RelayConfig: Sendable, Equatable {
 }
 
 extension RelayConfig {
+    /// Whether devices may name this transport: the webhook always, a push service once its
+    /// credentials are set.
+    func offers(_ kind: PushTransport.Kind) -> Bool {
+        switch kind {
+        case .webhook: return true
+        case .apns: return apnsKeyFile != nil
+        case .fcm: return fcmServiceAccountFile != nil
+        case .webPush: return vapidKeyFile != nil
+        }
+    }
+
     /// The delivery decisions these settings make.
     var deliveryPolicy: DeliveryPolicy {
         DeliveryPolicy(

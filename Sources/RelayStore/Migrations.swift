@@ -150,6 +150,12 @@ enum Migrations {
         CREATE INDEX push_jobs_by_state ON push_jobs(state, updated_at);
         CREATE INDEX push_jobs_by_user_state ON push_jobs(user_id, state, updated_at);
         """,
+        // 7: a device names its transport: a webhook's URL as before, or a push service's token
+        // as JSON (`PushTransport.target`). Renamed so that an older build, which would read
+        // such a row as a malformed URL and dead-letter its pushes, refuses this schema.
+        """
+        ALTER TABLE devices RENAME COLUMN push_url TO transport;
+        """,
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.

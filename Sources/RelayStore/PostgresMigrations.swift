@@ -172,6 +172,10 @@ enum PostgresMigrations {
         CREATE INDEX push_jobs_by_state ON push_jobs(state, updated_at, id);
         CREATE INDEX push_jobs_by_user_state ON push_jobs(user_id, state, updated_at, id);
         """,
+        // 5: a device names its transport (SQLite's version 7).
+        """
+        ALTER TABLE devices RENAME COLUMN push_url TO transport;
+        """,
     ]
 
     /// The advisory lock nodes starting at once take around their migrations ("pushmigr").

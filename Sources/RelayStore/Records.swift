@@ -122,7 +122,8 @@ package struct StoredMessage: Sendable {
 package struct Device: Sendable, Equatable {
     package var userId: String
     package var deviceId: String
-    package var pushURL: String
+    /// The push transport's stored form (`PushTransport.target`).
+    package var target: String
     package var platform: String?
     package var contentFree: Bool
     package var active: Bool
@@ -133,13 +134,13 @@ package struct Device: Sendable, Equatable {
     package var matrix: MatrixPusher?
 
     package init(
-        userId: String, deviceId: String, pushURL: String, platform: String?, contentFree: Bool, active: Bool = true,
+        userId: String, deviceId: String, target: String, platform: String?, contentFree: Bool, active: Bool = true,
         disabledReason: String? = nil, createdAt: Timestamp, updatedAt: Timestamp, matrix: MatrixPusher? = nil
     ) {
         self.matrix = matrix
         self.userId = userId
         self.deviceId = deviceId
-        self.pushURL = pushURL
+        self.target = target
         self.platform = platform
         self.contentFree = contentFree
         self.active = active
@@ -147,6 +148,11 @@ package struct Device: Sendable, Equatable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
     }
+}
+
+extension Device {
+    /// How the device is reached (`nil` only for a row no API call could have written).
+    package var transport: PushTransport? { PushTransport(target: target) }
 }
 
 /// A Matrix pusher's identity (`app_id`, `pushkey`), as the homeserver's notifies name it.

@@ -56,7 +56,7 @@ package protocol RelayStore: Sendable {
     /// those whose push URL `admitting` turns down (their host has no delivery slot free: reading
     /// them would only be thrown away), until it says stop.
     func duePushes(
-        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ pushURL: String) -> PushAdmission
+        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ target: String) -> PushAdmission
     ) throws(StoreError) -> [PushBatch]
     /// Records how a delivery attempt ended.
     func finish(

@@ -5,7 +5,8 @@ package import RelayCore
 package struct PushBatch: Sendable {
     package var userId: String
     package var deviceId: String
-    package var pushURL: String
+    /// The device's push transport, stored form (`PushTransport.target`).
+    package var target: String
     package var contentFree: Bool
     package var jobIds: [Int64]
     /// Stable across retries of the same batch, new when the batch's jobs change: the oldest
@@ -136,7 +137,7 @@ extension SQLStore {
     /// out; at most `limit` devices. The scan of due jobs stops as soon as `limit` devices are
     /// found, so a poll costs what it delivers, not what is queued.
     package func duePushes(
-        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ pushURL: String) -> PushAdmission
+        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ target: String) -> PushAdmission
     ) throws(StoreError) -> [PushBatch] {
         guard delivers else { return [] }
         return try read { db in
@@ -147,7 +148,7 @@ extension SQLStore {
             let scanLimit = (limit + skipping.count) * 4
             try db.scan(
                 """
-                SELECT j.user_id, j.device_id, d.push_url FROM push_jobs j
+                SELECT j.user_id, j.device_id, d.transport FROM push_jobs j
                 JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
                 WHERE j.state = 'pending' AND j.due_at <= ?
                 ORDER BY j.due_at, j.id
@@ -173,7 +174,7 @@ extension SQLStore {
                 try db.query(
                     """
                     SELECT j.id, j.webhook_id, j.kind, j.message_id, j.seq, j.collapse_key, j.attempts, j.expires_at,
-                        d.push_url, d.content_free, m.priority, m.push, i.head_seq - i.ack_seq, j.badge
+                        d.transport, d.content_free, m.priority, m.push, i.head_seq - i.ack_seq, j.badge
                     FROM push_jobs j
                     JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
                     LEFT JOIN messages m ON m.id = j.message_id
@@ -189,7 +190,7 @@ extension SQLStore {
                     let badge: Int64? = row.isNull(13) ? nil : row.int64(13)
                     guard var current = batch else {
                         batch = PushBatch(
-                            userId: userId, deviceId: deviceId, pushURL: row.text(8), contentFree: row.int64(9) != 0,
+                            userId: userId, deviceId: deviceId, target: row.text(8), contentFree: row.int64(9) != 0,
                             jobIds: [row.int64(0)], webhookId: row.text(1), kind: kind, seqFrom: seq, seqTo: seq,
                             messageId: row.optionalText(3), unread: badge ?? max(0, row.int64(12)), priority: priority,
                             collapseKey: row.optionalText(5), push: row.isNull(11) ? nil : row.bytes(11),

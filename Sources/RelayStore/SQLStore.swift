@@ -556,16 +556,16 @@ package final class SQLStore: RelayStore {
                 }
                 try db.run(
                     """
-                    INSERT INTO devices(user_id, device_id, push_url, platform, content_free, active, disabled_reason,
+                    INSERT INTO devices(user_id, device_id, transport, platform, content_free, active, disabled_reason,
                         created_at, updated_at, matrix_app_id, matrix_pushkey)
                     VALUES (?, ?, ?, ?, ?, 1, NULL, ?, ?, ?, ?)
-                    ON CONFLICT(user_id, device_id) DO UPDATE SET push_url = excluded.push_url,
+                    ON CONFLICT(user_id, device_id) DO UPDATE SET transport = excluded.transport,
                         platform = excluded.platform, content_free = excluded.content_free, active = 1,
                         disabled_reason = NULL, updated_at = excluded.updated_at,
                         matrix_app_id = excluded.matrix_app_id, matrix_pushkey = excluded.matrix_pushkey
                     """,
                     [
-                        .text(device.userId), .text(device.deviceId), .text(device.pushURL), .optional(device.platform),
+                        .text(device.userId), .text(device.deviceId), .text(device.target), .optional(device.platform),
                         .int(device.contentFree ? 1 : 0), .int(stored.createdAt.milliseconds),
                         .int(device.updatedAt.milliseconds), .optional(device.matrix?.appId),
                         .optional(device.matrix?.pushkey),
@@ -638,13 +638,13 @@ package final class SQLStore: RelayStore {
     }
 
     static let deviceColumns = """
-        user_id, device_id, push_url, platform, content_free, active, disabled_reason, created_at, updated_at,
+        user_id, device_id, transport, platform, content_free, active, disabled_reason, created_at, updated_at,
             matrix_app_id, matrix_pushkey FROM devices
         """
 
     static func device(_ row: any SQLRow) -> Device {
         Device(
-            userId: row.text(0), deviceId: row.text(1), pushURL: row.text(2), platform: row.optionalText(3),
+            userId: row.text(0), deviceId: row.text(1), target: row.text(2), platform: row.optionalText(3),
             contentFree: row.int64(4) != 0, active: row.int64(5) != 0, disabledReason: row.optionalText(6),
             createdAt: Timestamp(milliseconds: row.int64(7)), updatedAt: Timestamp(milliseconds: row.int64(8)),
             matrix: row.optionalText(9).flatMap { appId in

@@ -56,7 +56,7 @@ import Testing
         _ = try await withCheckedThrowingContinuation { continuation in
             store.putDevice(
                 Device(
-                    userId: "u", deviceId: "phone", pushURL: "http://127.0.0.1:9/p", platform: nil,
+                    userId: "u", deviceId: "phone", target: "http://127.0.0.1:9/p", platform: nil,
                     contentFree: false, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
             ) { continuation.resume(with: $0) }
         }
@@ -314,7 +314,7 @@ import Testing
         let store = try open()
         defer { store.close() }
         let device = Device(
-            userId: "u", deviceId: "phone", pushURL: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
+            userId: "u", deviceId: "phone", target: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
             createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
         _ = try await withCheckedThrowingContinuation { continuation in
             store.putDevice(device) { continuation.resume(with: $0) }
@@ -344,7 +344,7 @@ import Testing
         defer { store.close() }
         for deviceId in ["phone", "watch", "web"] {
             let device = Device(
-                userId: "u", deviceId: deviceId, pushURL: "http://127.0.0.1:9/\(deviceId)", platform: nil,
+                userId: "u", deviceId: deviceId, target: "http://127.0.0.1:9/\(deviceId)", platform: nil,
                 contentFree: false, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
             _ = try await withCheckedThrowingContinuation { continuation in
                 store.putDevice(device) { continuation.resume(with: $0) }
@@ -423,7 +423,7 @@ import Testing
         defer { store.close() }
         for deviceId in ["phone", "tablet"] {
             let device = Device(
-                userId: "u", deviceId: deviceId, pushURL: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
+                userId: "u", deviceId: deviceId, target: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
                 createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
             _ = try await Self.wait { store.putDevice(device, completion: $0) }
         }

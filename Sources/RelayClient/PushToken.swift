@@ -1,0 +1,51 @@
+public import Foundation
+
+/// The token the OS gave the app for its push service; ``RelayClient/setPushToken(_:)``
+/// registers it as this device's transport, so that the relay pushes to it when the app is
+/// not live.
+public enum PushToken: Sendable, Equatable {
+    /// APNs: the device token in hex, the app's bundle id (nil: the relay's `apnsTopic`), and
+    /// `sandbox` for development builds.
+    case apns(String, topic: String? = nil, environment: APNsEnvironment = .production)
+    /// FCM: the registration token.
+    case fcm(String)
+    /// Web Push: the browser's `PushSubscription` (its endpoint, `keys.p256dh`, `keys.auth`).
+    case webPush(endpoint: URL, p256dh: String, auth: String)
+
+    public enum APNsEnvironment: String, Sendable {
+        case production
+        case sandbox
+    }
+
+    /// APNs from the `Data` that `didRegisterForRemoteNotificationsWithDeviceToken` hands over.
+    public static func apns(
+        deviceToken: Data, topic: String? = nil, environment: APNsEnvironment = .production
+    ) -> PushToken {
+        .apns(deviceToken.map { String(format: "%02x", $0) }.joined(), topic: topic, environment: environment)
+    }
+
+    /// The device body of `PUT /v1/users/{userId}/devices/{deviceId}`.
+    var body: [String: Any] {
+        switch self {
+        case .apns(let token, let topic, let environment):
+            var apns: [String: Any] = ["token": token, "environment": environment.rawValue]
+            if let topic { apns["topic"] = topic }
+            return ["apns": apns]
+        case .fcm(let token):
+            return ["fcm": ["token": token]]
+        case .webPush(let endpoint, let p256dh, let auth):
+            return ["webPush": ["endpoint": endpoint.absoluteString, "keys": ["p256dh": p256dh, "auth": auth]]]
+        }
+    }
+}
+
+/// Why ``RelayClient/setPushToken(_:)`` did not register the token.
+public enum PushTokenError: Error, Sendable, Equatable {
+    /// Neither the configuration nor the call names the device (tokens without `did`).
+    case noDeviceId
+    /// The relay answered with this status and error code (e.g. 400 `transport_unavailable`:
+    /// the relay has no credentials for that push service).
+    case refused(status: Int, code: String?)
+    /// No answer (network, timeout).
+    case unreachable
+}

@@ -1,0 +1,233 @@
+import WebSocketCodec
+
+/// How a device is reached when it is not online: the signed webhook, or a push service the
+/// relay speaks itself. A device has exactly one. Parsed once from the device's JSON (the API
+/// body, and the same JSON as stored), so a stored transport is always one the API accepted.
+public enum PushTransport: Sendable, Equatable {
+    case webhook(PushURL)
+    case apns(APNsDevice)
+    case fcm(token: String)
+    case webPush(WebPushSubscription)
+
+    public struct APNsDevice: Sendable, Equatable {
+        /// The device token, lower-case hex.
+        public var token: String
+        /// The app's bundle id; `nil` means the relay's `apnsTopic`.
+        public var topic: String?
+        public var environment: Environment
+
+        public enum Environment: String, Sendable, Equatable {
+            case production
+            case sandbox
+        }
+    }
+
+    /// A browser's `PushSubscription.toJSON()`: its endpoint and its ECDH key and auth secret.
+    public struct WebPushSubscription: Sendable, Equatable {
+        public var endpoint: PushURL
+        /// The uncompressed P-256 point (65 bytes).
+        public var p256dh: [UInt8]
+        /// 16 bytes.
+        public var auth: [UInt8]
+    }
+
+    /// Which transport, for the device's JSON, metrics and logs.
+    public enum Kind: String, Sendable, CaseIterable {
+        case webhook
+        case apns
+        case fcm
+        case webPush
+    }
+
+    public var kind: Kind {
+        switch self {
+        case .webhook: return .webhook
+        case .apns: return .apns
+        case .fcm: return .fcm
+        case .webPush: return .webPush
+        }
+    }
+
+    /// The URL the relay itself connects to for this device, when the device chose it (a webhook
+    /// or a browser's push service): the SSRF guard and the allow-list apply to it. APNs and FCM
+    /// hosts come from the operator's settings.
+    public var clientChosenURL: PushURL? {
+        switch self {
+        case .webhook(let url): return url
+        case .webPush(let subscription): return subscription.endpoint
+        case .apns, .fcm: return nil
+        }
+    }
+
+    // MARK: Parsing
+
+    /// The transport named by a device body: exactly one of `pushUrl`, `apns`, `fcm`, `webPush`.
+    public init(device fields: FieldReader) throws(ValidationError) {
+        let named = Kind.allCases.filter { fields.value($0.member) != nil }
+        guard named.count == 1, let kind = named.first else {
+            throw Self.invalid(
+                "$",
+                named.isEmpty
+                    ? "a device needs one transport: 'pushUrl', 'apns', 'fcm' or 'webPush'"
+                    : "a device has one transport, not \(named.map { "'\($0.member)'" }.joined(separator: " and "))")
+        }
+        switch kind {
+        case .webhook:
+            self = .webhook(try PushURL(try fields.string("pushUrl")))
+        case .apns:
+            self = .apns(try Self.asTransport { () throws(ValidationError) in try Self.apns(try FieldReader(Self.object(fields, "apns"))) })
+        case .fcm:
+            let token = try Self.asTransport { () throws(ValidationError) in try FieldReader(Self.object(fields, "fcm")).string("token") }
+            guard (1...4096).contains(token.utf8.count),
+                token.utf8.allSatisfy({ Self.isTokenCharacter($0) })
+            else { throw Self.invalid("fcm.token", "'fcm.token' must be an FCM registration token (1 to 4096 bytes)") }
+            self = .fcm(token: token)
+        case .webPush:
+            self = .webPush(try Self.asTransport { () throws(ValidationError) in try Self.webPush(try FieldReader(Self.object(fields, "webPush"))) })
+        }
+    }
+
+    /// A push service's member that is missing or mistyped is an invalid transport, with the
+    /// field reader's message.
+    private static func asTransport<T>(_ read: () throws(ValidationError) -> T) throws(ValidationError) -> T {
+        do {
+            return try read()
+        } catch {
+            throw ValidationError(.invalidTransport, field: error.field, error.message)
+        }
+    }
+
+    private static func apns(_ fields: FieldReader) throws(ValidationError) -> APNsDevice {
+        let token = try fields.string("token").lowercased()
+        // Device tokens are 32 bytes today; Apple says they may grow, so up to 100.
+        guard token.utf8.count % 2 == 0, (64...200).contains(token.utf8.count),
+            token.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+        else { throw invalid("apns.token", "'apns.token' must be the device token in hex (64 to 200 digits)") }
+        var topic: String?
+        if let value = fields.value("topic") {
+            guard let text = value.stringValue, (1...255).contains(text.utf8.count),
+                text.utf8.allSatisfy({ isTokenCharacter($0) || $0 == UInt8(ascii: ".") })
+            else { throw invalid("apns.topic", "'apns.topic' must be a bundle id such as com.example.chat") }
+            topic = text
+        }
+        var environment = APNsDevice.Environment.production
+        if let value = fields.value("environment") {
+            guard let text = value.stringValue, let parsed = APNsDevice.Environment(rawValue: text) else {
+                throw invalid("apns.environment", "'apns.environment' must be 'production' or 'sandbox'")
+            }
+            environment = parsed
+        }
+        return APNsDevice(token: token, topic: topic, environment: environment)
+    }
+
+    private static func webPush(_ fields: FieldReader) throws(ValidationError) -> WebPushSubscription {
+        let endpoint: PushURL
+        do {
+            endpoint = try PushURL(try fields.string("endpoint"))
+        } catch {
+            throw invalid("webPush.endpoint", "'webPush.endpoint' must be the subscription's https URL")
+        }
+        guard endpoint.scheme == "https" else {
+            throw invalid("webPush.endpoint", "'webPush.endpoint' must be an https URL")
+        }
+        let keys = try FieldReader(object(fields, "keys", in: "webPush"))
+        guard let p256dh = Self.base64URL(try keys.string("p256dh")), p256dh.count == 65, p256dh.first == 4
+        else {
+            throw invalid("webPush.keys.p256dh", "'webPush.keys.p256dh' must be an uncompressed P-256 point in base64url")
+        }
+        guard let auth = Self.base64URL(try keys.string("auth")), auth.count == 16 else {
+            throw invalid("webPush.keys.auth", "'webPush.keys.auth' must be 16 bytes in base64url")
+        }
+        return WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth)
+    }
+
+    private static func object(_ fields: FieldReader, _ name: String, in parent: String? = nil) throws(ValidationError)
+        -> JSONValue
+    {
+        let path = parent.map { "\($0).\(name)" } ?? name
+        guard let value = fields.value(name) else { throw invalid(path, "'\(path)' is required") }
+        guard case .object = value else { throw invalid(path, "'\(path)' must be an object, not \(value.kindName)") }
+        return value
+    }
+
+    /// Browsers give keys unpadded (the Push API's `toJSON()`); a padded one is taken too.
+    private static func base64URL(_ text: String) -> [UInt8]? {
+        Base64.decode(text.utf8.last == UInt8(ascii: "=") ? String(text.prefix { $0 != "=" }) : text, .url)
+    }
+
+    /// FCM tokens and bundle ids: letters, digits, `-`, `_`, `:`.
+    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: ":"):
+            return true
+        default: return false
+        }
+    }
+
+    private static func invalid(_ field: String, _ message: String) -> ValidationError {
+        ValidationError(.invalidTransport, field: field, message)
+    }
+
+    // MARK: Writing
+
+    /// The transport as the device's JSON carries it: `"pushUrl": "…"`, or `"apns": {…}` etc.
+    /// (the same members the API accepts, so that the stored form parses back the same).
+    public func write(to writer: inout JSONWriter) {
+        switch self {
+        case .webhook(let url):
+            writer.member("pushUrl", url.text)
+        case .apns(let device):
+            writer.key("apns")
+            writer.beginObject()
+            writer.member("token", device.token)
+            if let topic = device.topic { writer.member("topic", topic) }
+            writer.member("environment", device.environment.rawValue)
+            writer.endObject()
+        case .fcm(let token):
+            writer.key("fcm")
+            writer.beginObject()
+            writer.member("token", token)
+            writer.endObject()
+        case .webPush(let subscription):
+            writer.key("webPush")
+            writer.beginObject()
+            writer.member("endpoint", subscription.endpoint.text)
+            writer.key("keys")
+            writer.beginObject()
+            writer.member("p256dh", Base64.encode(subscription.p256dh, .url))
+            writer.member("auth", Base64.encode(subscription.auth, .url))
+            writer.endObject()
+            writer.endObject()
+        }
+    }
+
+    /// The stored form (the devices' `transport` column): a webhook's URL as written, so rows
+    /// from before the push services read the same; any other transport as its JSON object.
+    public var target: String {
+        if case .webhook(let url) = self { return url.text }
+        var writer = JSONWriter()
+        writer.beginObject()
+        write(to: &writer)
+        writer.endObject()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// Reads the stored form back (`nil` if it does not parse: a row written by hand).
+    public init?(target: String) {
+        guard target.utf8.first == UInt8(ascii: "{") else {
+            guard let url = try? PushURL(target) else { return nil }
+            self = .webhook(url)
+            return
+        }
+        guard let json = try? JSONParser.parse(Array(target.utf8)), let fields = try? FieldReader(json),
+            let transport = try? PushTransport(device: fields)
+        else { return nil }
+        self = transport
+    }
+}
+
+extension PushTransport.Kind {
+    /// The device body's member naming this transport.
+    public var member: String { self == .webhook ? "pushUrl" : rawValue }
+}

@@ -1,0 +1,16 @@
+package import RelayCore
+package import RelayStore
+
+/// The seam between the notifier and the services that carry a push: the notifier decides
+/// when and what (one batch per device, retries, breakers), a provider turns that batch into
+/// its service's request and the service's answer into a `DeliveryOutcome`. The policy and the
+/// notifier never know which service a device uses.
+package protocol PushProvider: Sendable {
+    /// `host:port` this device's pushes go to: the key of the delivery slots and circuit breaker.
+    func host(for transport: PushTransport) -> String
+
+    /// Sends one push; `done` gets the outcome once, on any thread, and must not block.
+    func send(
+        _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
+        done: @escaping @Sendable (DeliveryOutcome) -> Void)
+}

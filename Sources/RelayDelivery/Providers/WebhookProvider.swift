@@ -1,0 +1,45 @@
+package import RelayCore
+package import RelayStore
+
+/// The signed webhook (Standard Webhooks): the batch's JSON, POSTed to the device's `pushUrl`.
+/// Also carries the chat server's events (`eventsUrl`), which are webhooks too.
+package struct WebhookProvider: PushProvider {
+    private let sender: HTTPSender
+    private let signer: WebhookSignature
+
+    package init(sender: HTTPSender, signer: WebhookSignature) {
+        self.sender = sender
+        self.signer = signer
+    }
+
+    package func host(for transport: PushTransport) -> String {
+        guard let url = transport.clientChosenURL else { return "webhook" }
+        return "\(url.host):\(url.port)"
+    }
+
+    package func send(
+        _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
+        done: @escaping @Sendable (DeliveryOutcome) -> Void
+    ) {
+        guard case .webhook(let url) = transport else {
+            return done(.refused(reason: "not a webhook device"))
+        }
+        post(url, body: PushBody.json(of: batch), webhookId: batch.webhookId, at: time, done: done)
+    }
+
+    /// A signed POST of `body`; `done` gets the classified answer.
+    package func post(
+        _ url: PushURL, body: [UInt8], webhookId: String, at time: Timestamp,
+        done: @escaping @Sendable (DeliveryOutcome) -> Void
+    ) {
+        let headers =
+            [("Content-Type", "application/json"), ("User-Agent", "PushRelay")]
+            + signer.headers(id: webhookId, timestampSeconds: time.seconds, body: body)
+        sender.post(url, origin: .chosenByClient, headers: headers, body: body) { result in
+            switch result {
+            case .success(let response): done(.classify(status: response.status, retryAfter: response.retryAfter))
+            case .failure(let failure): done(failure.outcome)
+            }
+        }
+    }
+}
