@@ -1,6 +1,8 @@
 """Shared pieces of the python peer tests: a real relay process on an ephemeral port, JSON over
 HTTP to it, polling, and a quiet threaded HTTP server for local receivers."""
+import datetime
 import http.server
+import ipaddress
 import json
 import os
 import signal
@@ -133,6 +135,59 @@ class ReceiverHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+
+def cert_name(text):
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+
+def authority(label):
+    """A test certificate authority made here (python `cryptography`): (private key, certificate)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(cert_name(label)).issuer_name(cert_name(label))
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return key, cert
+
+
+def leaf(ca, host, *more_hosts, valid_days=30, expired=False):
+    """A server certificate signed by `ca` for `host` and `more_hosts` (DNS names, or IP literals
+    which go in as IP addresses): (private key, certificate)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, ca_cert = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    start = now - datetime.timedelta(days=10 if expired else 1)
+    end = now - datetime.timedelta(days=2) if expired else now + datetime.timedelta(days=valid_days)
+    names = []
+    for entry in (host, *more_hosts):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(entry)))
+        except ValueError:
+            names.append(x509.DNSName(entry))
+    cert = (x509.CertificateBuilder().subject_name(cert_name(host)).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return key, cert
+
+
+def write(path, *parts):
+    with open(path, "wb") as file:
+        for part in parts:
+            file.write(part)
+    return path
 
 
 def registry():

@@ -2,7 +2,6 @@
 """https push receivers with a test CA made here (python `cryptography`): the relay's own TLS
 client (OpenSSL) must deliver to a good certificate and refuse, with a clear lastError, a wrong
 host name, an expired certificate and an unknown CA. Usage: tls_peer.py PATH_TO_PUSHRELAY"""
-import datetime
 import http.server
 import os
 import ssl
@@ -10,49 +9,11 @@ import sys
 import tempfile
 import threading
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
-from relaypeer import QuietServer, Relay, run_checks, wait_for
+from relaypeer import QuietServer, Relay, authority, leaf, run_checks, wait_for, write
 
-NOW = datetime.datetime.now(datetime.timezone.utc)
 DIR = tempfile.mkdtemp(prefix="pushrelay-tls-")
-
-
-def name(text):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-
-def authority(label):
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(name(label)).issuer_name(name(label)).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(NOW - datetime.timedelta(days=1))
-            .not_valid_after(NOW + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    return key, cert
-
-
-def leaf(ca, host, valid_days=30, expired=False):
-    ca_key, ca_cert = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    start = NOW - datetime.timedelta(days=10 if expired else 1)
-    end = NOW - datetime.timedelta(days=2) if expired else NOW + datetime.timedelta(days=valid_days)
-    cert = (x509.CertificateBuilder().subject_name(name(host)).issuer_name(ca_cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(start).not_valid_after(end)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    return key, cert
-
-
-def write(path, *parts):
-    with open(path, "wb") as file:
-        for part in parts:
-            file.write(part)
-    return path
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
