@@ -15,7 +15,7 @@ DEV_ENV := .pushrelay-dev.env
 DEV_PUSH_ALLOWED_HOSTS := 127.0.0.1:*,[::1]:*
 # Python test peers, installed from PyPI into a virtual environment.
 VENV := .venv
-PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 selenium==4.51.0
+PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 selenium==4.51.0 h2==4.4.1 http-ece==1.2.1
 # A real Matrix homeserver for the push gateway test, in its own environment (its pins are its own).
 SYNAPSE_VENV := .venv-synapse
 SYNAPSE_PACKAGE := matrix-synapse==1.163.2
@@ -58,7 +58,7 @@ run: release
 	echo "  curl -s http://$$listen/v1/users/alice/messages -H 'Authorization: Bearer '$$PUSHRELAY_SERVER_KEYS"; \
 	exec .build/release/pushrelay serve
 
-## venv: the python test peers (python `websockets`)
+## venv: the python test peers (python `websockets`; `h2` and `http-ece` for the push service doubles)
 $(VENV)/.installed: Makefile
 	@command -v python3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv; }
 	python3 -m venv $(VENV) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && python3 -m venv $(VENV); }
