@@ -43,7 +43,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
-from hyperframe.frame import GoAwayFrame
+from hyperframe.frame import GoAwayFrame, PingFrame
 
 from relaypeer import QuietServer, authority, leaf, write
 
@@ -206,6 +206,7 @@ APNS_REASON_STATUS = {
     "TooManyRequests": 429, "InternalServerError": 500, "ServiceUnavailable": 503, "Shutdown": 503,
 }
 APNS_MAX_PAYLOAD = 4096
+_GOAWAY_PING = b"goaway!!"
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -342,7 +343,7 @@ class _APNsConnection:
         self.open = {}           # stream id -> {"headers": [...], "body": bytearray, "record": ...}
         self.pending = []        # (due, stream id, answer, record): delayed answers
         self.goaway_last = self.goaway_at = None
-        self.closed = self.client_goaway = False
+        self.closed = self.client_goaway = self.goaway_read = False
 
     def run(self):
         tls = None
@@ -423,6 +424,9 @@ class _APNsConnection:
             self.open.pop(event.stream_id, None)
             with double.lock:
                 double.resets += 1
+        elif isinstance(event, h2.events.PingAckReceived):
+            if event.ping_data == _GOAWAY_PING:
+                self.goaway_read = True
         elif isinstance(event, h2.events.PingReceived):
             with double.lock:
                 double.pings += 1
@@ -460,7 +464,11 @@ class _APNsConnection:
         with double.lock:
             double.requests.append(record)
         if self.goaway_last is not None and stream_id > self.goaway_last:
-            record.answer = "after-goaway"  # the client learns from last_stream_id that it was not processed
+            # the client learns from last_stream_id that it was not processed; opening it after
+            # having read the GOAWAY (it acknowledged the PING sent right behind it) is a bug
+            record.answer = "after-goaway"
+            if self.goaway_read:
+                double.violation(f"connection {self.number}: stream {stream_id} opened after the GOAWAY was read")
             return
         refusal = self.check(record, names)
         if refusal:
@@ -582,7 +590,8 @@ class _APNsConnection:
                 # sent by hand after h2's own output: h2 would refuse to answer the lower streams
                 # once it has sent a GOAWAY itself
                 self.goaway_frame = GoAwayFrame(0, last_stream_id=self.goaway_last, error_code=0,
-                                                additional_data=b'{"reason":"Shutdown"}').serialize()
+                                                additional_data=b'{"reason":"Shutdown"}').serialize() + \
+                    PingFrame(0, opaque_data=_GOAWAY_PING).serialize()
             return
         if isinstance(answer, str) and answer in APNS_REASON_STATUS:
             answer = (APNS_REASON_STATUS[answer], answer)

@@ -280,9 +280,10 @@ def apns_headers():
         double.close()
 
 
-@check("apns: goaway: GOAWAY names the stream below, lower streams answered, the rest not, then a close")
+@check("apns: goaway: GOAWAY names the stream below, lower streams answered, the rest not, then a close; "
+       "a stream opened after the GOAWAY was read is a violation")
 def apns_goaway():
-    double, _, jwt = apns()
+    double, _, jwt = apns(goaway_grace=1.5)
     client = H2Client(double.port)
     try:
         double.script("slow", [("delay", 0.4, 200)])
@@ -293,16 +294,21 @@ def apns_goaway():
         assert client.goaway.last_stream_id == bye - 2 == slow, client.goaway
         assert client.goaway.error_code == h2.errors.ErrorCodes.NO_ERROR
         assert client.response(slow)[0] == 200
+        client.pump(lambda: False, 0.2)  # (h2 acknowledged the PING behind the GOAWAY while reading)
+        late = client.request("late", jwt=jwt)  # after the GOAWAY was read (and its PING acknowledged)
+        assert wait_for(lambda: len(double.violations) == 1), double.violations
+        assert "opened after the GOAWAY" in double.violations[0], double.violations
         assert client.pump(lambda: client.closed, 4), "connection not closed after GOAWAY"
-        assert not client.streams[bye]["ended"] and client.streams[bye]["headers"] is None
+        assert not any(client.streams[sid]["ended"] or client.streams[sid]["headers"] for sid in (bye, late))
         second = H2Client(double.port)
         try:
             assert second.response(second.request("bye", jwt=jwt))[0] == 200
         finally:
             second.close()
         answers = [(r.token, r.connection, r.answer) for r in double.requests]
-        assert answers == [("slow", 1, "ok"), ("bye", 1, "goaway"), ("bye", 2, "ok")], answers
-        assert double.connections == 2 and double.violations == [], (double.connections, double.violations)
+        assert answers == [("slow", 1, "ok"), ("bye", 1, "goaway"), ("late", 1, "after-goaway"),
+                           ("bye", 2, "ok")], answers
+        assert double.connections == 2 and len(double.violations) == 1, (double.connections, double.violations)
         return f"last_stream_id {client.goaway.last_stream_id}, debug {client.goaway.additional_data!r}"
     finally:
         client.close()
