@@ -1091,7 +1091,8 @@ class FCMDouble:
                 return where, "data must be an object"
             for index, (key, value) in enumerate(data.items()):
                 if not isinstance(value, str):
-                    return f"{where}[{index}].value", f"Invalid value at '{where}[{index}].value' (TYPE_STRING), {value!r}"
+                    field = f"{where}[{index}].value"
+                    return field, f"Invalid value at '{field}' (TYPE_STRING), {value!r}"
                 if key in _RESERVED_DATA or key.startswith(("google.", "gcm.")):
                     return f"{where}[{index}].key", f"Invalid data key {key!r} (reserved)"
             size = sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
