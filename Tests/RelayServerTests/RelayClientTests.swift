@@ -53,6 +53,25 @@ import Testing
         Issue.record("state never became \(wanted)")
     }
 
+    @Test func theAppRegistersItsPushToken() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sdk-push-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // APNs only: a relay without FCM credentials says so below.
+        let apnsOnly = try PushCredentials(in: directory).environment.filter { $0.key.hasPrefix("PUSHRELAY_APNS") }
+        let relay = try RelayProcess(environment: apnsOnly)
+        let client = client(relay, user: "ann", device: "iphone")
+        let deviceToken = Data((0..<32).map { UInt8($0 * 7 & 0xFF) })
+        try await client.setPushToken(.apns(deviceToken: deviceToken, environment: .sandbox))
+        let devices = try await relay.request("GET", "/v1/users/ann/devices").object["devices"] as? [[String: Any]]
+        let apns = devices?.first?["apns"] as? [String: Any]
+        #expect(apns?["token"] as? String == deviceToken.map { String(format: "%02x", $0) }.joined())
+        #expect(apns?["environment"] as? String == "sandbox")
+        await #expect(throws: PushTokenError.refused(status: 400, code: "transport_unavailable")) {
+            try await client.setPushToken(.fcm("abc:APA91b"))
+        }
+    }
+
     @Test func messagesArriveOnceInOrder() async throws {
         let relay = try RelayProcess()
         try await post(relay, "before-1", to: "amy")
