@@ -65,7 +65,8 @@ let package = Package(
         .target(name: "WebSocketCodec", swiftSettings: swiftSettings),
 
         // MARK: I/O layers
-        .target(name: "RelayCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
+        /// libcrypto behind Swift types: HMAC, the push providers' keys and signatures, Web Push encryption.
+        .target(name: "RelayCrypto", dependencies: ["CCrypto", "WebSocketCodec"], swiftSettings: swiftSettings),
         /// A SQLite VFS that hands a commit's write-ahead-log writes to the kernel in one call.
         .target(name: "CWALBuffer", dependencies: ["CSQLite"]),
         .target(

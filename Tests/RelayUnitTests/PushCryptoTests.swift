@@ -101,4 +101,28 @@ import WebSocketCodec
         #expect(try RSAKey(pem: F.rsaPKCS1).signRS256(message) == expected)
         #expect(expected.count == 256)
     }
+
+    // MARK: JWS
+
+    /// `signedMessage` is base64url(`{"alg":"RS256"}`) "." base64url(`{"iss":"test"}`), so the
+    /// whole token is known in advance.
+    @Test func jwsCompactMatchesAKnownRS256Token() throws {
+        let key = try RSAKey(pem: F.rsaPKCS8)
+        let token = try JWS.compact(
+            header: Array(#"{"alg":"RS256"}"#.utf8), claims: Array(#"{"iss":"test"}"#.utf8), sign: key.signRS256)
+        #expect(token == F.signedMessage + "." + F.rs256Signature)
+    }
+
+    @Test func jwsCompactES256VerifiesOverItsFirstTwoParts() throws {
+        let key = try P256Key.generate()
+        let header = Array(#"{"alg":"ES256","kid":"ABC123DEFG"}"#.utf8)
+        let token = try JWS.compact(header: header, claims: Array(#"{"iss":"TEAM","iat":1}"#.utf8), sign: key.signES256)
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        #expect(parts.count == 3)
+        #expect(!token.contains("="))
+        #expect(Base64.decode(parts[0], .url) == header)
+        let signature = try bytes(String(parts[2]))
+        let signingInput = Array("\(parts[0]).\(parts[1])".utf8)
+        #expect(try P256Key.verifyES256(signature, message: signingInput, publicKey: key.publicKey))
+    }
 }
