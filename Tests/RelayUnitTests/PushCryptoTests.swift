@@ -23,21 +23,19 @@ import WebSocketCodec
         let message = Array(F.signedMessage.utf8)
         let signature = try key.signES256(message)
         #expect(signature.count == 64)
-        #expect(try P256Key.verifyES256(signature, message: message, publicKey: key.publicKey))
+        #expect(try key.verifyES256(signature, message: message))
 
         var tampered = signature
         tampered[63] ^= 1
-        #expect(try !P256Key.verifyES256(tampered, message: message, publicKey: key.publicKey))
-        #expect(try !P256Key.verifyES256(signature, message: message + [0x20], publicKey: key.publicKey))
-        let other = try P256Key.generate()
-        #expect(try !P256Key.verifyES256(signature, message: message, publicKey: other.publicKey))
+        #expect(try !key.verifyES256(tampered, message: message))
+        #expect(try !key.verifyES256(signature, message: message + [0x20]))
+        #expect(try !P256Key.generate().verifyES256(signature, message: message))
     }
 
     /// Checks the r ‖ s to DER direction against a signature Python made.
     @Test func es256VerifiesASignatureMadeElsewhere() throws {
         let signature = try bytes(F.es256Signature)
-        let publicKey = try bytes(F.p256Public)
-        #expect(try P256Key.verifyES256(signature, message: Array(F.signedMessage.utf8), publicKey: publicKey))
+        #expect(try P256Key(pem: F.p256PKCS8).verifyES256(signature, message: Array(F.signedMessage.utf8)))
     }
 
     @Test func pemRoundTrips() throws {
@@ -65,7 +63,8 @@ import WebSocketCodec
         compressed[0] = 0x02
         var infinity = [UInt8](repeating: 0, count: 65)
         infinity[0] = 0x04
-        for point in [offCurve, compressed, infinity, [], [UInt8](repeating: 0xFF, count: 65)] {
+        let outOfRange = [0x04] + [UInt8](repeating: 0xFF, count: 64)  // coordinates ≥ p
+        for point in [offCurve, compressed, infinity, outOfRange, []] {
             let error = #expect(throws: CryptoError.self) { try key.sharedSecret(peerPublicKey: point) }
             #expect(error?.code == .invalidPublicKey)
         }
@@ -123,7 +122,7 @@ import WebSocketCodec
         #expect(Base64.decode(parts[0], .url) == header)
         let signature = try bytes(String(parts[2]))
         let signingInput = Array("\(parts[0]).\(parts[1])".utf8)
-        #expect(try P256Key.verifyES256(signature, message: signingInput, publicKey: key.publicKey))
+        #expect(try key.verifyES256(signature, message: signingInput))
     }
 
     // MARK: HKDF and AES-GCM
