@@ -162,4 +162,64 @@ import WebSocketCodec
         let error = #expect(throws: CryptoError.self) { try AES128GCM.seal([1], key: zeroNonce, nonce: zeroNonce) }
         #expect(error?.code == .invalidArgument)
     }
+
+    // MARK: Web Push
+
+    /// RFC 8291 §5 / Appendix A: fixed sender key and salt give the published body byte for byte.
+    @Test func webPushReproducesTheRFC8291Example() throws {
+        let body = try WebPushEncryption.encrypt(
+            plaintext: Array("When I grow up, I want to be a watermelon".utf8),
+            receiverPublicKey: bytes(
+                "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"),
+            authSecret: bytes("BTBZMqHH6r4Tts7J_aSIgg"),
+            senderKey: P256Key(rawPrivateKey: bytes("yfWPiYE-n46HLnH0KqZOF1fJJU3MYrct3AELtAQ-oRw")),
+            salt: bytes("DGv6ra1nlYgDCS1FRnbzlw"))
+        let expected = """
+            DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wE\
+            qKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN
+            """
+        #expect(Base64.encode(body, .url) == expected)
+    }
+
+    @Test func webPushUsesAFreshSenderKeyAndSaltPerMessage() throws {
+        let receiver = try P256Key.generate()
+        let auth = Crypto.randomBytes(16)
+        let plaintext = Array(#"{"title":"hi"}"#.utf8)
+        let first = try WebPushEncryption.encrypt(
+            plaintext: plaintext, receiverPublicKey: receiver.publicKey, authSecret: auth)
+        let second = try WebPushEncryption.encrypt(
+            plaintext: plaintext, receiverPublicKey: receiver.publicKey, authSecret: auth)
+        #expect(first.count == 16 + 4 + 1 + 65 + plaintext.count + 1 + 16)
+        #expect(Array(first[16..<21]) == [0, 0, 0x10, 0, 65])
+        #expect(first[21] == 0x04)
+        #expect(first.prefix(16) != second.prefix(16))
+        #expect(first[21..<86] != second[21..<86])
+    }
+
+    @Test func webPushRefusesBadSubscriptionsAndOversizedPayloads() throws {
+        let receiver = try P256Key.generate().publicKey
+        let auth = Crypto.randomBytes(16)
+        func code(
+            _ plaintextCount: Int = 10, point: [UInt8]? = nil, auth secret: [UInt8]? = nil, salt: [UInt8]? = nil,
+            recordSize: UInt32 = 4096
+        ) -> CryptoError.Code? {
+            do {
+                _ = try WebPushEncryption.encrypt(
+                    plaintext: [UInt8](repeating: 0x61, count: plaintextCount), receiverPublicKey: point ?? receiver,
+                    authSecret: secret ?? auth, salt: salt, recordSize: recordSize)
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        var offCurve = receiver
+        offCurve[64] ^= 1
+        #expect(code(4096 - 17) == nil)
+        #expect(code(4096 - 16) == .payloadTooLarge)
+        #expect(code(0, recordSize: 17) == .invalidArgument)
+        #expect(code(point: offCurve) == .invalidPublicKey)
+        #expect(code(point: Array(receiver.prefix(33))) == .invalidPublicKey)
+        #expect(code(auth: Array(auth.prefix(15))) == .invalidArgument)
+        #expect(code(salt: [UInt8](repeating: 0, count: 15)) == .invalidArgument)
+    }
 }
