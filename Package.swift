@@ -80,7 +80,8 @@ let package = Package(
         .target(
             name: "RelayDelivery",
             dependencies: [
-                "RelayCore", "RelayLocks", "RelayPoll", "CTLS", "RelayStore", "RelayTelemetry", "WebSocketCodec",
+                "RelayCore", "RelayCrypto", "RelayLocks", "RelayPoll", "CTLS", "RelayStore", "RelayTelemetry",
+                "WebSocketCodec",
             ],
             swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.

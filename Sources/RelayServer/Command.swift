@@ -99,6 +99,7 @@ package enum Command {
             return 0
         case "check-config":
             let parsed = try Options.parse(options, values: [], switches: ["--show-secrets"])
+            _ = try PushServices(config: config)  // the credential files load
             print(parsed.switches.contains("--show-secrets") ? try describeSecrets(config) : describe(config))
             return 0
         case "token":

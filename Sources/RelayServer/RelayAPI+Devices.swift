@@ -73,6 +73,19 @@ extension RelayAPI {
         return MatrixPusher(appId: appId, pushkey: pushkey)
     }
 
+    /// `GET /v1/webpush/key`: the VAPID public key a page passes to `pushManager.subscribe` as
+    /// `applicationServerKey`. Public by design (no credentials); 404 when Web Push is off.
+    func getWebPushKey(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        guard let key = vapidPublicKey else {
+            throw APIError(404, "not_found", "Web Push is not configured on this relay (vapidKeyFile, vapidSubject)")
+        }
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.member("publicKey", key)
+        writer.endObject()
+        reply.json(200, writer.bytes)
+    }
+
     /// `DELETE /v1/users/{userId}/devices/{deviceId}`: 204 whether or not it existed (idempotent).
     func deleteDevice(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)

@@ -25,6 +25,8 @@ package final class RelayAPI: Sendable {
     let live: LiveGateway
     /// The push scheduler (its breakers, for `GET /v1/stats`).
     let notifier: PushNotifier
+    /// Web Push's `applicationServerKey` (base64url), when VAPID is configured.
+    let vapidPublicKey: String?
     /// When this process started serving.
     let startedAt: Timestamp
     /// When each device's push falls due.
@@ -81,6 +83,7 @@ package final class RelayAPI: Sendable {
         for file in ["/console", "/console/app.js", "/console/app.css"] {
             router.add("GET", file) { api, request, reply in api.getConsoleFile(request, reply) }
         }
+        router.add("GET", "/v1/webpush/key") { api, request, reply in try api.getWebPushKey(request, reply) }
         router.add("GET", "/healthz") { _, _, reply in reply.json(200, Array(#"{"status":"ok"}"#.utf8)) }
         router.add("GET", "/readyz") { api, request, reply in api.readiness(request, reply) }
         router.add("GET", "/metrics") { api, request, reply in try api.renderMetrics(request, reply) }
@@ -92,9 +95,11 @@ package final class RelayAPI: Sendable {
 
     init(
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
-        allowList: HostAllowList, live: LiveGateway, notifier: PushNotifier, now: @escaping @Sendable () -> Timestamp
+        allowList: HostAllowList, live: LiveGateway, notifier: PushNotifier, vapidPublicKey: String?,
+        now: @escaping @Sendable () -> Timestamp
     ) {
         self.notifier = notifier
+        self.vapidPublicKey = vapidPublicKey
         startedAt = now()
         self.config = config
         self.store = store

@@ -64,6 +64,7 @@ package final class RelayApp: @unchecked Sendable {
             store: store, logger: logger, events: events, delivery: config.deliveryPolicy, leaseMs: config.nodeLeaseMs,
             now: clock)
         let webhookKey = secrets.webhookSecret.key
+        let services = try PushServices(config: config)
         notifier = try PushNotifier(
             store: store,
             settings: PushNotifier.Settings(
@@ -72,7 +73,7 @@ package final class RelayApp: @unchecked Sendable {
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Base64.encode($0) }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
-            now: clock)
+            services: { sender in services.providers(config: config, sender: sender) }, now: clock)
         commits.listen(from: .jobs) { [weak notifier] in notifier?.wake() }
         let prune = self.prune
         let pruneIntervalMs = config.pruneIntervalS * 1000
@@ -128,7 +129,8 @@ package final class RelayApp: @unchecked Sendable {
         ) { [weak notifier] in notifier?.openBreakers ?? [] }
         api = RelayAPI(
             config: config, store: store, auth: auth, metrics: metrics,
-            logger: logger, allowList: allowList, live: gateway, notifier: notifier, now: clock)
+            logger: logger, allowList: allowList, live: gateway, notifier: notifier,
+            vapidPublicKey: services.vapid?.publicKey, now: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
         httpConfig.threads = config.httpThreads

@@ -25,6 +25,9 @@ public enum Base64 {
         return table
     }
 
+    /// Whether `byte` is in the base64url alphabet (RFC 4648 §5).
+    public static func isURLCharacter(_ byte: UInt8) -> Bool { urlReverse[Int(byte)] != 0xFF }
+
     public static func encode(_ bytes: some Collection<UInt8>, _ variant: Variant = .standard) -> String {
         let input = Array(bytes)
         let alphabet = variant.alphabet
