@@ -53,6 +53,9 @@ public struct DeliveryPolicy: Sendable, Equatable {
         case delivered
         case deviceGone(reason: String)
         case retry(error: String, at: Int64)
+        /// Due again at `at` without counting an attempt: the request was never processed, so
+        /// the backoff must not grow (`attempts` stays as it was).
+        case requeue(reason: String, at: Int64)
         case dead(error: String)
     }
 
@@ -72,15 +75,34 @@ public struct DeliveryPolicy: Sendable, Equatable {
     ) -> (verdict: Verdict, host: HostHealth) {
         switch outcome {
         case .delivered: return (.delivered, .alive)
-        case .deviceGone: return (.deviceGone(reason: "push receiver answered 404/410"), .unknown)
+        case .deviceGone(let reason): return (.deviceGone(reason: reason), .unknown)
         case .dead(let reason): return (.dead(error: reason), .unknown)
         case .refused(let reason): return (.dead(error: reason), .unknown)
         case .retry(let reason, let notBefore):
-            let backoff = retry.delay(afterAttempt: attempts + 1, random: random())
-            let at = now + max(backoff, notBefore ?? 0)
-            guard at < expiresAt else { return (.dead(error: "TTL expired; last error: \(reason)"), .failing) }
-            return (.retry(error: reason, at: at), .failing)
+            let verdict = backedOff(
+                reason, notBefore: notBefore, attempts: attempts, expiresAt: expiresAt, now: now, random: random())
+            return (verdict, .failing)
+        case .misconfigured(let reason):
+            // Our credentials, not the device: the same backoff as any failure, and the breaker
+            // opens so that the provider is not hammered with requests it will refuse.
+            let verdict = backedOff(
+                reason, notBefore: nil, attempts: attempts, expiresAt: expiresAt, now: now, random: random())
+            return (verdict, .failing)
+        case .requeue(let reason):
+            // Never processed: nothing was learnt about the host, and the attempt is not counted.
+            guard now < expiresAt else { return (.dead(error: "TTL expired; last error: \(reason)"), .unknown) }
+            return (.requeue(reason: reason, at: now), .unknown)
         }
+    }
+
+    /// A retry after the jittered backoff (or `notBefore`, if later), or dead when that is past the TTL.
+    private func backedOff(
+        _ reason: String, notBefore: Int64?, attempts: Int, expiresAt: Int64, now: Int64, random: Double
+    ) -> Verdict {
+        let backoff = retry.delay(afterAttempt: attempts + 1, random: random)
+        let at = now + max(backoff, notBefore ?? 0)
+        guard at < expiresAt else { return .dead(error: "TTL expired; last error: \(reason)") }
+        return .retry(error: reason, at: at)
     }
 
     /// Jobs whose TTL passed before an attempt: dead, and the host is not judged.

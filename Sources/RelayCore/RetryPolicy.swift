@@ -28,8 +28,9 @@ public struct RetryPolicy: Sendable, Equatable {
 /// What a push receiver's answer means for the job.
 public enum DeliveryOutcome: Sendable, Equatable {
     case delivered
-    /// 404 / 410: the device is gone; disable it and drop its jobs.
-    case deviceGone
+    /// The device is gone (webhook 404 / 410, APNs Unregistered, FCM UNREGISTERED): disable it
+    /// and drop its jobs; `reason` is kept as the device's `disabled_reason`.
+    case deviceGone(reason: String)
     /// 429, 5xx, timeout, connection error: try again, not before `notBefore` milliseconds from now
     /// when the receiver said so (`Retry-After`).
     case retry(reason: String, notBeforeMilliseconds: Int64?)
@@ -37,12 +38,20 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case dead(reason: String)
     /// Never sent: the relay itself refused the target (SSRF guard, malformed URL).
     case refused(reason: String)
+    /// The provider refused *our* credentials or configuration (APNs InvalidProviderToken, FCM
+    /// 403): no device is at fault, so none is touched. The job is retried with the normal
+    /// backoff until its TTL (an operator may fix the key meanwhile), and the host is failing so
+    /// that its breaker stops every other push from hitting the same wall.
+    case misconfigured(reason: String)
+    /// The request was never processed (HTTP/2 GOAWAY above its stream id, REFUSED_STREAM): due
+    /// again at once, and the attempt counts for nothing — neither the backoff nor the breaker.
+    case requeue(reason: String)
 
     /// Classifies an HTTP status; `retryAfter` is the raw `Retry-After` header, if any.
     public static func classify(status: Int, retryAfter: String?) -> DeliveryOutcome {
         switch status {
         case 200..<300: return .delivered
-        case 404, 410: return .deviceGone
+        case 404, 410: return .deviceGone(reason: "push receiver answered 404/410")
         case 429: return .retry(reason: "HTTP 429", notBeforeMilliseconds: parseRetryAfter(retryAfter))
         case 500..<600: return .retry(reason: "HTTP \(status)", notBeforeMilliseconds: parseRetryAfter(retryAfter))
         default: return .dead(reason: "HTTP \(status)")
@@ -50,7 +59,8 @@ public enum DeliveryOutcome: Sendable, Equatable {
     }
 
     /// `Retry-After` in delta-seconds (an HTTP date is not honoured: the backoff applies instead).
-    static func parseRetryAfter(_ value: String?) -> Int64? {
+    /// Public for the providers' answers, which honour it the same way.
+    public static func parseRetryAfter(_ value: String?) -> Int64? {
         guard let value, let seconds = Int64(value.trimmingASCIISpaces()), seconds >= 0, seconds <= 86_400 else {
             return nil
         }

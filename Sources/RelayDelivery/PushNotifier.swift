@@ -348,6 +348,10 @@ package final class PushNotifier: Sendable {
             case .retry(let error, _):
                 metrics.recordPush(outcome: "retried", seconds: seconds)
                 logger.info("push will be retried", ("error", error), ("attempt", String(batch.attempts + 1)))
+            case .requeued(let reason, _):
+                // Not an attempt that failed: the provider never processed it.
+                metrics.recordPush(outcome: "requeued", seconds: nil)
+                logger.info("push requeued", ("error", reason))
             case .dead(let error):
                 metrics.recordPush(outcome: "dead", seconds: seconds)
                 logger.warning("push dead-lettered", ("error", error))
@@ -385,6 +389,7 @@ extension PushResult {
         case .delivered: self = .delivered
         case .deviceGone(let reason): self = .deviceGone(reason: reason)
         case .retry(let error, let at): self = .retry(error: error, at: Timestamp(milliseconds: at))
+        case .requeue(let reason, let at): self = .requeued(reason: reason, at: Timestamp(milliseconds: at))
         case .dead(let error): self = .dead(error: error)
         }
     }

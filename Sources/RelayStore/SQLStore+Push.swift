@@ -49,6 +49,9 @@ package enum PushResult: Sendable {
     case postponed(until: Timestamp)
     case delivered
     case retry(error: String, at: Timestamp)
+    /// The request was never processed (HTTP/2 GOAWAY, REFUSED_STREAM): due again at `at`, the
+    /// attempt not counted (so the backoff does not grow), `reason` kept as the last error.
+    case requeued(reason: String, at: Timestamp)
     case dead(error: String)
     case deviceGone(reason: String)
 }
@@ -252,6 +255,12 @@ extension SQLStore {
                         try db.run(
                             "UPDATE push_jobs SET due_at = ?, updated_at = ? WHERE id = ? AND state = 'pending'",
                             [.int(until.milliseconds), .int(time), .int(id)])
+                    case .requeued(let reason, let at):
+                        try db.run(
+                            """
+                            UPDATE push_jobs SET last_error = ?, due_at = ?, updated_at = ?
+                            WHERE id = ? AND state = 'pending'
+                            """, [.text(reason), .int(at.milliseconds), .int(time), .int(id)])
                     case .deviceGone:
                         break
                     }
@@ -579,6 +588,10 @@ extension SQLStore {
                     try db.run(
                         "UPDATE event_jobs SET due_at = ?, updated_at = ? WHERE id = ?",
                         [.int(until.milliseconds), .int(now.milliseconds), .int(job.id)])
+                case .requeued(let reason, let at):
+                    try db.run(
+                        "UPDATE event_jobs SET last_error = ?, due_at = ?, updated_at = ? WHERE id = ?",
+                        [.text(reason), .int(at.milliseconds), .int(now.milliseconds), .int(job.id)])
                 case .dead(let error), .deviceGone(let error):
                     try db.run(
                         """

@@ -94,7 +94,7 @@ package final class Metrics: Sendable {
     package struct Totals: Sendable {
         package var messagesAccepted: UInt64
         package var recipientsAccepted: UInt64
-        /// Push attempts by outcome (`delivered`, `retried`, `dead`, `device_gone`, `postponed`).
+        /// Push attempts by outcome (`delivered`, `retried`, `dead`, `device_gone`, `postponed`, `requeued`).
         package var pushes: [String: UInt64]
         package var signals: [SignalOutcome: UInt64]
     }

@@ -26,7 +26,9 @@ import Testing
         #expect(host(.retry(reason: "HTTP 503", notBeforeMilliseconds: nil)) == .failing)
         #expect(host(.retry(reason: "connect timed out", notBeforeMilliseconds: nil), expiresAt: 1001) == .failing)
         #expect(host(.dead(reason: "HTTP 400")) == .unknown)
-        #expect(host(.deviceGone) == .unknown)
+        #expect(host(.deviceGone(reason: "APNs: Unregistered")) == .unknown)
+        #expect(host(.misconfigured(reason: "APNs: InvalidProviderToken")) == .failing)
+        #expect(host(.requeue(reason: "HTTP/2 GOAWAY")) == .unknown)
         #expect(host(.refused(reason: "SSRF guard")) == .unknown)
         #expect(policy.expired(now: 2000, expiresAt: 2000) != nil)
         #expect(policy.expired(now: 1999, expiresAt: 2000) == nil)
@@ -34,6 +36,51 @@ import Testing
         let late = policy.judge(
             .retry(reason: "HTTP 500", notBeforeMilliseconds: 5000), attempts: 0, expiresAt: 3000, now: 1000, random: 0)
         #expect(late.verdict == .dead(error: "TTL expired; last error: HTTP 500"))
+    }
+
+    /// The device-gone reason is the provider's, kept as the device's `disabled_reason`.
+    @Test func aGoneDeviceKeepsItsReason() {
+        let judged = policy.judge(
+            .deviceGone(reason: "APNs: Unregistered"), attempts: 3, expiresAt: 9000, now: 1000, random: 0.5)
+        #expect(judged.verdict == .deviceGone(reason: "APNs: Unregistered"))
+    }
+
+    /// Our credentials refused: retried with the normal backoff until the TTL, and the breaker hears a failure.
+    @Test func aMisconfigurationIsRetriedWithBackoffUntilTheTTL() {
+        let reason = "APNs: InvalidProviderToken"
+        // attempts 2 → the 3rd failure: ceiling 100 · 2² = 400 ms, half of it with random 0.5.
+        let judged = policy.judge(.misconfigured(reason: reason), attempts: 2, expiresAt: 9000, now: 1000, random: 0.5)
+        #expect(judged.verdict == .retry(error: reason, at: 1200))
+        #expect(judged.host == .failing)
+        // The backoff grows with the attempts like any failure's, capped.
+        let later = policy.judge(.misconfigured(reason: reason), attempts: 20, expiresAt: 9000, now: 1000, random: 1)
+        #expect(later.verdict == .retry(error: reason, at: 3000))
+        // Past the TTL it is dead, with the reason.
+        let late = policy.judge(.misconfigured(reason: reason), attempts: 20, expiresAt: 2999, now: 1000, random: 1)
+        #expect(late.verdict == .dead(error: "TTL expired; last error: \(reason)"))
+        #expect(late.host == .failing)
+    }
+
+    /// Never processed: due again now, whatever the attempts, without drawing a jitter; the host is not judged.
+    @Test func aRequeueIsDueAtOnceAndCountsForNothing() {
+        var drawn = false
+        func draw() -> Double {
+            drawn = true
+            return 1
+        }
+        for attempts in [0, 5, 40] {
+            let judged = policy.judge(
+                .requeue(reason: "REFUSED_STREAM"), attempts: attempts, expiresAt: 9000, now: 1000, random: draw())
+            #expect(judged.verdict == .requeue(reason: "REFUSED_STREAM", at: 1000))
+            #expect(judged.host == .unknown)
+        }
+        #expect(!drawn)
+        let late = policy.judge(.requeue(reason: "REFUSED_STREAM"), attempts: 0, expiresAt: 1000, now: 1000, random: 0)
+        #expect(late.verdict == .dead(error: "TTL expired; last error: REFUSED_STREAM"))
+        #expect(late.host == .unknown)
+        #expect(
+            policy.decide(.answered(.requeue(reason: "GOAWAY"), attempts: 2, expiresAt: 9000), now: 1000)
+                == [.feedBreaker(.unknown), .record(.requeue(reason: "GOAWAY", at: 1000))])
     }
 
     /// `decide` is the delivery path's one decision function: each event, its actions.
@@ -186,12 +233,14 @@ import Testing
                     outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random)
                 trace.append("t=\(now) push \(device) seqs \(due.map { jobs[$0].seq }) → \(verdict)")
                 for index in due {
-                    jobs[index].attempts += 1
                     switch verdict {
                     case .delivered: jobs[index].state = .delivered
                     case .retry(_, let at): jobs[index].due = at
+                    case .requeue(_, let at): jobs[index].due = at
                     case .dead, .deviceGone: jobs[index].state = .dead
                     }
+                    // As the store does: a requeue is not an attempt.
+                    if case .requeue = verdict {} else { jobs[index].attempts += 1 }
                 }
                 if verdict == .delivered {
                     pushes.append(Push(device: device, seqs: due.map { jobs[$0].seq }, at: now, ackAtSend: ack))
@@ -242,14 +291,16 @@ import Testing
             case 4: world.disconnect(device)
             case 5: world.acknowledge(device)
             default:
-                let roll = Int.random(in: 0..<10, using: &random)
-                world.fire(
-                    { _ in
-                        roll < 6
-                            ? .delivered
-                            : roll < 9
-                                ? .retry(reason: "HTTP 503", notBeforeMilliseconds: nil) : .dead(reason: "HTTP 400")
-                    }, random: Double.random(in: 0...1, using: &random))
+                let roll = Int.random(in: 0..<12, using: &random)
+                let outcome: DeliveryOutcome
+                switch roll {
+                case 0..<6: outcome = .delivered
+                case 6..<9: outcome = .retry(reason: "HTTP 503", notBeforeMilliseconds: nil)
+                case 9: outcome = .misconfigured(reason: "APNs: InvalidProviderToken")
+                case 10: outcome = .requeue(reason: "REFUSED_STREAM")
+                default: outcome = .dead(reason: "HTTP 400")
+                }
+                world.fire({ _ in outcome }, random: Double.random(in: 0...1, using: &random))
             }
         }
         // Settle: sockets close, time passes, the receiver recovers, every due job is sent.

@@ -28,8 +28,9 @@ import Testing
 
     @Test func receiverAnswersAreClassified() {
         #expect(DeliveryOutcome.classify(status: 204, retryAfter: nil) == .delivered)
-        #expect(DeliveryOutcome.classify(status: 410, retryAfter: nil) == .deviceGone)
-        #expect(DeliveryOutcome.classify(status: 404, retryAfter: nil) == .deviceGone)
+        let gone = DeliveryOutcome.deviceGone(reason: "push receiver answered 404/410")
+        #expect(DeliveryOutcome.classify(status: 410, retryAfter: nil) == gone)
+        #expect(DeliveryOutcome.classify(status: 404, retryAfter: nil) == gone)
         #expect(
             DeliveryOutcome.classify(status: 429, retryAfter: "7")
                 == .retry(reason: "HTTP 429", notBeforeMilliseconds: 7000))

@@ -416,6 +416,39 @@ import Testing
         }
     }
 
+    /// A requeue (the provider never processed the request) leaves the attempts as they were, so the
+    /// backoff does not grow, and makes the batch due at the given time with the reason kept.
+    @Test func aRequeuedBatchKeepsItsAttempts() async throws {
+        let store = try open()
+        defer { store.close() }
+        let device = Device(
+            userId: "u", deviceId: "phone", target: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
+            createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+        _ = try await Self.wait { store.putDevice(device, completion: $0) }
+        var new = try message("m1", ["u"])
+        new.delivery = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
+        _ = try await Self.accept(store, new)
+        let later = Timestamp(milliseconds: 2_000_000)
+        func due(_ at: Timestamp) throws -> [PushBatch] {
+            try store.duePushes(now: at, limit: 10, skipping: [], admitting: { _ in .take })
+        }
+        var batch = try #require(try due(later).first)
+        try await Self.wait {
+            store.finish(batch, result: .retry(error: "HTTP 503", at: later), now: later, completion: $0)
+        }
+        batch = try #require(try due(later).first)
+        #expect(batch.attempts == 1)
+        let again = Timestamp(milliseconds: 2_000_500)
+        try await Self.wait {
+            store.finish(batch, result: .requeued(reason: "REFUSED_STREAM", at: again), now: later, completion: $0)
+        }
+        #expect(try due(later).isEmpty)
+        let requeued = try #require(try due(again).first)
+        #expect(requeued.attempts == 1)
+        let record = try #require(try store.deliveries(messageId: "m1").first)
+        #expect(record.state == .pending && record.attempts == 1 && record.lastError == "REFUSED_STREAM")
+    }
+
     /// The counters follow every way a push job changes state or goes away, survive a restart,
     /// and match the rows at each step.
     @Test func pushJobCountsFollowEveryTransition() async throws {
