@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages the build and the tests need.
-APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev libpq-dev pkg-config
+APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev libpq-dev libnghttp2-dev pkg-config
 # Test-only tools: strace injects fsync errors in the fault tests; curl drives the contract test;
 # headless Chromium and its driver open the operator console; PostgreSQL runs the suite again
 # and the two-node tests (started per run in a temporary directory by Tests/Postgres/pg.sh).

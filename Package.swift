@@ -50,6 +50,12 @@ let package = Package(
             pkgConfig: "libssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        /// libnghttp2: HTTP/2 framing for the APNs provider API (HTTP/2 only).
+        .systemLibrary(
+            name: "CNGHTTP2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
 
         /// glibc and Linux headers the Glibc module leaves out (malloc tuning, epoll, eventfd).
         .systemLibrary(name: "CLinux"),
@@ -80,7 +86,8 @@ let package = Package(
         .target(
             name: "RelayDelivery",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayLocks", "RelayPoll", "CTLS", "RelayStore", "RelayTelemetry",
+                "RelayCore", "RelayCrypto", "RelayLocks", "RelayPoll", "CTLS", "CNGHTTP2", "RelayStore",
+                "RelayTelemetry",
                 "WebSocketCodec",
             ],
             swiftSettings: swiftSettings),
