@@ -132,6 +132,8 @@ let package = Package(
             name: "RelayUnitTests",
             dependencies: [
                 "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayLocks", "RelayTesting", "WebSocketCodec",
+                // An in-memory nghttp2 server session answers HTTP2Session's requests.
+                "CNGHTTP2",
             ],
             swiftSettings: swiftSettings
         ),
