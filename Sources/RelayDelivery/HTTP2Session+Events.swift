@@ -21,7 +21,8 @@ extension HTTP2Session {
         case peerSettings(maxConcurrentStreams: Int)
         /// The peer acknowledged our outstanding PING.
         case pingAck
-        /// The connection is unusable; streams still in flight follow as `.connectionLost`.
+        /// The connection is unusable; streams still in flight follow as `.connectionLost`
+        /// (`close()` still belongs to the caller).
         case connectionError(ConnectionFailure)
 
         /// The stream a terminal event ends; nil for connection-level events.
@@ -67,10 +68,11 @@ extension HTTP2Session {
         case responseTooLarge
         /// nghttp2 could not send the request's HEADERS (e.g. a header block larger than it
         /// sends); the server never saw it, but sending it again would fail the same way.
-        case notSent(String)
-        /// The connection ended first (`close()` or a connection error): the server may or may
-        /// not have acted on the request.
-        case connectionLost
+        case requestRejected(String)
+        /// The connection ended first (`close()` or a connection error). `requestSent` false:
+        /// the request's HEADERS never left this side, so the server cannot have acted on it.
+        /// True: it may or may not have (the bytes may also have died in the caller's hands).
+        case connectionLost(requestSent: Bool)
     }
 
     /// Why the connection is unusable.

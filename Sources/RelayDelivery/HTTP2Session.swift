@@ -235,7 +235,8 @@ package final class HTTP2Session {
     }
 
     /// The connection is gone or being dropped (end of input, an I/O error, a timeout): every
-    /// stream in flight ends as `.connectionLost`, and nghttp2 is not called again.
+    /// stream in flight ends as `.connectionLost`, and nghttp2 is not called again. (After a
+    /// connection error the streams have already ended; this only stops the session.)
     package func close() {
         state.close(nil)
     }

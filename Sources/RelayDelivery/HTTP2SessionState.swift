@@ -25,6 +25,8 @@ final class HTTP2SessionState {
         /// The request body; emptied once nghttp2 has read all of it.
         var body: [UInt8]
         var bodyOffset = 0
+        /// nghttp2 has serialized the request's HEADERS (handed out by `pendingOutput`).
+        var requestSent = false
         var status: Int?
         /// A response head is being read (not trailers): its fields are kept.
         var readingHead = false
@@ -60,7 +62,9 @@ final class HTTP2SessionState {
         guard phase != .closed else { return }
         phase = .closed
         if let failure { events.append(.connectionError(failure)) }
-        for id in streams.keys.sorted() { events.append(.streamFailed(streamId: id, .connectionLost)) }
+        for (id, stream) in streams.sorted(by: { $0.key < $1.key }) {
+            events.append(.streamFailed(streamId: id, .connectionLost(requestSent: stream.requestSent)))
+        }
         streams = [:]
     }
 
@@ -147,6 +151,10 @@ final class HTTP2SessionState {
     }
 
     private func frameSent(_ frame: nghttp2_frame) {
+        if frame.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), streams[frame.hd.stream_id] != nil {
+            streams[frame.hd.stream_id]?.requestSent = true
+            return
+        }
         // A client sends GOAWAY only when nghttp2 terminates the session over a peer's
         // protocol error; with it sent, nghttp2 wants neither to read nor to write.
         guard frame.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue), frame.goaway.error_code != NGHTTP2_NO_ERROR.rawValue
@@ -163,7 +171,7 @@ final class HTTP2SessionState {
         guard frame.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), error != NGHTTP2_ERR_START_STREAM_NOT_ALLOWED.rawValue,
             streams[frame.hd.stream_id] != nil
         else { return }
-        streams[frame.hd.stream_id]?.failure = .notSent(String(cString: nghttp2_strerror(error)))
+        streams[frame.hd.stream_id]?.failure = .requestRejected(String(cString: nghttp2_strerror(error)))
     }
 
     private func streamClosed(_ id: Int32, errorCode: UInt32) {

@@ -190,7 +190,7 @@ import Testing
             client.takeEvents() == [
                 .connectionError(
                     .protocolError(errorCode: NGHTTP2_PROTOCOL_ERROR.rawValue, reason: "SETTINGS expected")),
-                .streamFailed(streamId: id, .connectionLost),
+                .streamFailed(streamId: id, .connectionLost(requestSent: true)),
             ])
         #expect(client.isClosed && !client.wantsRead && !client.wantsWrite && client.pendingOutput() == nil)
         #expect(refusal { () throws(HTTP2Session.Failure) in try post(client, "/3/device/b") } == .closed)
@@ -210,7 +210,7 @@ import Testing
             return
         }
         #expect(code == NGHTTP2_PROTOCOL_ERROR.rawValue)
-        #expect(events.dropFirst() == [.streamFailed(streamId: id, .connectionLost)])
+        #expect(events.dropFirst() == [.streamFailed(streamId: id, .connectionLost(requestSent: true))])
     }
 
     /// Random bytes, or random frames (valid headers, random payloads), at the start or after
@@ -325,7 +325,7 @@ import Testing
             method: "POST", authority: "example.org", path: "/",
             headers: [("x-huge", String(repeating: "a", count: 70_000))], body: [1])
         let events = server.exchange(with: client)
-        guard case .streamFailed(id, .notSent) = events.first else {
+        guard case .streamFailed(id, .requestRejected) = events.first else {
             Issue.record("not reported as not sent: \(events)")
             return
         }
@@ -340,8 +340,14 @@ import Testing
         let client = try connected(server)
         let ids = try (0..<3).map { try post(client, "/3/device/\($0)") }
         _ = server.exchange(with: client)
+        let unsent = try post(client, "/3/device/unsent")
         client.close()
-        #expect(client.takeEvents() == ids.map { .streamFailed(streamId: $0, .connectionLost) })
+        // What never left is safe to send again; what left may have been acted on.
+        #expect(
+            client.takeEvents()
+                == ids.map { .streamFailed(streamId: $0, .connectionLost(requestSent: true)) } + [
+                    .streamFailed(streamId: unsent, .connectionLost(requestSent: false))
+                ])
         #expect(client.isClosed && client.openStreams == 0 && client.availableStreams == 0)
         #expect(client.pendingOutput() == nil)
     }
