@@ -145,9 +145,11 @@ package final class HTTP2Session {
 
     // MARK: Driving
 
-    /// Queues a request and returns its stream id. Header names are lower-cased (HTTP/2 needs
-    /// it); pseudo-headers come from the arguments. An empty `body` ends the stream with the
-    /// HEADERS frame.
+    /// Queues a request and returns its stream id (its bytes leave with `pendingOutput()`).
+    /// Header names are lower-cased (HTTP/2 needs it); a field HTTP/2 cannot carry is refused
+    /// (`.invalidHeader`) here rather than reset by the peer; pseudo-headers come from the
+    /// arguments. An empty `body` ends the stream with the HEADERS frame. Refused with
+    /// `.streamLimit` while `availableStreams` is 0, `.goingAway` after a GOAWAY.
     package func submit(
         method: String, authority: String, path: String, scheme: String = "https",
         headers: [(String, String)] = [], body: [UInt8] = []
