@@ -27,6 +27,29 @@ package struct PushBatch: Sendable {
     /// The batch may be retried until the newest TTL among its messages passes.
     package var expiresAt: Timestamp
 
+    package init(
+        userId: String, deviceId: String, target: String, contentFree: Bool, jobIds: [Int64], webhookId: String,
+        kind: PushKind, seqFrom: Int64, seqTo: Int64, messageId: String?, unread: Int64, priority: Priority,
+        collapseKey: String?, push: [UInt8]?, attempts: Int, expiresAt: Timestamp
+    ) {
+        self.userId = userId
+        self.deviceId = deviceId
+        self.target = target
+        self.contentFree = contentFree
+        self.jobIds = jobIds
+        self.webhookId = webhookId
+        self.kind = kind
+        self.seqFrom = seqFrom
+        self.seqTo = seqTo
+        self.messageId = messageId
+        self.unread = unread
+        self.priority = priority
+        self.collapseKey = collapseKey
+        self.push = push
+        self.attempts = attempts
+        self.expiresAt = expiresAt
+    }
+
     package var deviceKey: String { Self.deviceKey(userId, deviceId) }
 
     /// One device's key in the sets of devices in flight.

@@ -54,11 +54,11 @@ package struct WebPushProvider: PushProvider {
     /// The webhook's JSON; one too large for a push message goes without its text (the app
     /// fetches it), never fails for size.
     static func plaintext(of batch: PushBatch) -> [UInt8] {
-        let full = PushBody.json(of: batch)
+        var notice = PushNotice(batch: batch)
+        let full = notice.webhookBody
         guard full.count > maxPlaintextBytes else { return full }
-        var contentFree = batch
-        contentFree.contentFree = true
-        return PushBody.json(of: contentFree)
+        notice.contentFree = true
+        return notice.webhookBody
     }
 
     static func headers(of batch: PushBatch, at time: Timestamp) -> [(String, String)] {

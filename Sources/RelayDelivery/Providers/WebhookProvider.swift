@@ -24,7 +24,7 @@ package struct WebhookProvider: PushProvider {
         guard case .webhook(let url) = transport else {
             return done(.refused(reason: "not a webhook device"))
         }
-        post(url, body: PushBody.json(of: batch), webhookId: batch.webhookId, at: time, done: done)
+        post(url, body: PushNotice(batch: batch).webhookBody, webhookId: batch.webhookId, at: time, done: done)
     }
 
     /// A signed POST of `body`; `done` gets the classified answer.
