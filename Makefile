@@ -79,6 +79,7 @@ test: test-deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	PUSHRELAY_BIN=$$(pwd)/.build/debug/pushrelay $(SWIFT) test
 	$(VENV)/bin/python Tests/Peers/pushdoubles_selftest.py
 	$(VENV)/bin/python Tests/Peers/webpush_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/pushservices_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	Tests/Peers/contract.sh .build/debug/pushrelay 15

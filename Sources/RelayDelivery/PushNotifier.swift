@@ -99,6 +99,7 @@ package final class PushNotifier: Sendable {
     package func stop() {
         timer.stop()
         queue.sync {}
+        for provider in providers.values { provider.stop() }
         sender.stop()
     }
 

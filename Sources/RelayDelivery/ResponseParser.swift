@@ -11,10 +11,14 @@ package struct ResponseParser {
     package struct Response: Sendable, Equatable {
         package var status: Int
         package var retryAfter: String?
+        /// The body, when it had a length or chunks within `maxBodyBytes` (FCM's errors and
+        /// tokens are read from it; a webhook's is ignored).
+        package var body: [UInt8]
 
-        package init(status: Int, retryAfter: String? = nil) {
+        package init(status: Int, retryAfter: String? = nil, body: [UInt8] = []) {
             self.status = status
             self.retryAfter = retryAfter
+            self.body = body
         }
     }
 
@@ -36,7 +40,7 @@ package struct ResponseParser {
     private static let http1 = Array("HTTP/1.".utf8)
     private static let http11 = Array("HTTP/1.1".utf8)
     static let maxHeadBytes = 64 * 1024
-    /// The most of an answer's body that is read (and thrown away) to keep the connection.
+    /// The most of an answer's body that is read (and kept) to keep the connection.
     static let maxBodyBytes = 16_384
 
     private var buffer: [UInt8] = []
@@ -62,6 +66,7 @@ package struct ResponseParser {
                 if let progress = readHead(lines) { return progress }
             case .body(let remaining):
                 let take = min(remaining, buffer.count)
+                response.body.append(contentsOf: buffer[..<take])
                 buffer.removeFirst(take)
                 guard take == remaining else {
                     phase = .body(remaining: remaining - take)
@@ -84,6 +89,8 @@ package struct ResponseParser {
                 }
             case .chunkData(let remaining):
                 let take = min(remaining, buffer.count)
+                // The chunk's data, not the CRLF after it (its last two bytes).
+                response.body.append(contentsOf: buffer[..<min(take, max(0, remaining - 2))])
                 buffer.removeFirst(take)
                 guard take == remaining else {
                     phase = .chunkData(remaining: remaining - take)

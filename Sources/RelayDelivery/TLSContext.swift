@@ -11,7 +11,9 @@ import RelayCore
 package final class TLSContext: @unchecked Sendable {
     private let context: OpaquePointer
 
-    package init(caFile: String?) throws(WebhookClient.Failure) {
+    /// - Parameter alpn: protocols offered in the handshake (`["h2"]` for HTTP/2 services); none
+    ///   for the webhook client, which speaks HTTP/1.1 only.
+    package init(caFile: String?, alpn: [String] = []) throws(WebhookClient.Failure) {
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw WebhookClient.Failure(description: "TLS: \(Self.lastError())")
         }
@@ -19,6 +21,13 @@ package final class TLSContext: @unchecked Sendable {
         _ = pr_ssl_ctx_min_tls12(context)
         pr_ssl_ctx_set_modes(context)
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        if !alpn.isEmpty {
+            // The wire format: each protocol name prefixed by its length (RFC 7301 §3.1).
+            let wire = alpn.flatMap { [UInt8(truncatingIfNeeded: $0.utf8.count)] + Array($0.utf8) }
+            // (Returns 0 on success, unlike most of OpenSSL.)
+            guard wire.withUnsafeBufferPointer({ SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }) == 0
+            else { throw WebhookClient.Failure(description: "TLS: cannot offer ALPN \(alpn)") }
+        }
         let loaded =
             caFile.map { SSL_CTX_load_verify_locations(context, $0, nil) } ?? SSL_CTX_set_default_verify_paths(context)
         guard loaded == 1 else {

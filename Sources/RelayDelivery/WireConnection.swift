@@ -35,6 +35,16 @@ final class WireConnection {
         ssl = try context.session(fd: fd, host: host)
     }
 
+    /// The protocol the server chose by ALPN (`h2`), once the handshake is done.
+    var negotiatedProtocol: String? {
+        guard let ssl else { return nil }
+        var data: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &length)
+        guard let data, length > 0 else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
+    }
+
     /// One step of the TLS handshake; `.done` once it is complete.
     func handshake() -> Step {
         guard let ssl else { return .done(0) }

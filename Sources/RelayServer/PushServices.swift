@@ -62,10 +62,27 @@ struct PushServices {
         return text
     }
 
-    /// The providers of the services with credentials, on the notifier's HTTP sender.
-    func providers(config: RelayConfig, sender: HTTPSender) -> [PushTransport.Kind: any PushProvider] {
+    /// The HTTP/2 client APNs needs, when APNs is configured.
+    func apnsClient(config: RelayConfig) throws -> HTTP2Client? {
+        guard apns != nil else { return nil }
+        var settings = HTTP2Client.Settings()
+        settings.requestTimeoutMs = Int(config.pushTimeoutMs)
+        return try HTTP2Client(tls: try TLSContext(caFile: config.pushCaFile, alpn: ["h2"]), settings: settings)
+    }
+
+    /// The providers of the services with credentials, on the notifier's HTTP sender (APNs on
+    /// its HTTP/2 client).
+    func providers(
+        config: RelayConfig, sender: HTTPSender, apnsClient: HTTP2Client?, now: @escaping @Sendable () -> Timestamp
+    ) -> [PushTransport.Kind: any PushProvider] {
         var providers: [PushTransport.Kind: any PushProvider] = [:]
         if let vapid { providers[.webPush] = WebPushProvider(sender: sender, vapid: vapid) }
+        if let fcm { providers[.fcm] = FCMProvider(account: fcm, service: config.fcmUrl, sender: sender, now: now) }
+        if let apns, let client = apnsClient {
+            providers[.apns] = APNsProvider(
+                credentials: .init(key: apns.key, keyId: apns.keyId, teamId: apns.teamId), defaultTopic: config.apnsTopic,
+                production: config.apnsUrl, sandbox: config.apnsSandboxUrl, client: client, now: now)
+        }
         return providers
     }
 }

@@ -65,6 +65,7 @@ package final class RelayApp: @unchecked Sendable {
             now: clock)
         let webhookKey = secrets.webhookSecret.key
         let services = try PushServices(config: config)
+        let apnsClient = try services.apnsClient(config: config)
         notifier = try PushNotifier(
             store: store,
             settings: PushNotifier.Settings(
@@ -73,7 +74,9 @@ package final class RelayApp: @unchecked Sendable {
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Base64.encode($0) }),
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
-            services: { sender in services.providers(config: config, sender: sender) }, now: clock)
+            services: { sender in
+                services.providers(config: config, sender: sender, apnsClient: apnsClient, now: clock)
+            }, now: clock)
         commits.listen(from: .jobs) { [weak notifier] in notifier?.wake() }
         let prune = self.prune
         let pruneIntervalMs = config.pruneIntervalS * 1000

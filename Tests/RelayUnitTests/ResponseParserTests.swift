@@ -15,8 +15,10 @@ import Testing
         return .needMore
     }
 
-    private func complete(_ status: Int, retryAfter: String? = nil, keepAlive: Bool) -> ResponseParser.Progress {
-        .complete(.init(status: status, retryAfter: retryAfter), keepAlive: keepAlive)
+    private func complete(
+        _ status: Int, retryAfter: String? = nil, body: String = "", keepAlive: Bool
+    ) -> ResponseParser.Progress {
+        .complete(.init(status: status, retryAfter: retryAfter, body: Array(body.utf8)), keepAlive: keepAlive)
     }
 
     @Test func framingsEndWhereTheAnswerEnds() {
@@ -24,12 +26,12 @@ import Testing
             #expect(parse("HTTP/1.1 204 No Content\r\n\r\n", piece: piece) == complete(204, keepAlive: true))
             #expect(
                 parse("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", piece: piece)
-                    == complete(200, keepAlive: true))
+                    == complete(200, body: "hello", keepAlive: true))
             #expect(
                 parse(
-                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nT: v\r\n\r\n",
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n3\r\n!!!\r\n0\r\nT: v\r\n\r\n",
                     piece: piece)
-                    == complete(200, keepAlive: true))
+                    == complete(200, body: "hello!!!", keepAlive: true))
             #expect(
                 parse(
                     "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Slow\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n",

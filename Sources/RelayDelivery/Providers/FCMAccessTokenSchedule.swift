@@ -3,17 +3,17 @@
 ///
 /// A token is renewed 5 minutes before it expires (or halfway through a lifetime shorter than
 /// 10 minutes), so no request goes out with one about to lapse. A 401 renews it — unless it is
-/// younger than a minute: then the fresh token itself was refused, the service account is at
+/// younger than 10 seconds: then the fresh token itself was refused, the service account is at
 /// fault, and asking again for every push would only hammer the token endpoint.
 package struct FCMAccessTokenSchedule: Sendable, Equatable {
     package static let renewBeforeExpiryMs: Int64 = 5 * 60_000
-    package static let minimumAgeToRenewOnRefusalMs: Int64 = 60_000
+    package static let minimumAgeToRenewOnRefusalMs: Int64 = 10_000
 
     package enum Action: Sendable, Equatable {
         case use
         /// Ask for a new token now, and send with it.
         case renew
-        /// FCM refused a token obtained less than a minute ago: keep it, and settle the push as
+        /// FCM refused a token obtained less than 10 s ago: keep it, and settle the push as
         /// this misconfiguration (`DeliveryOutcome.misconfigured`).
         case misconfigured(reason: String)
     }

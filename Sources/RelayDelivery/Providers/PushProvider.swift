@@ -13,4 +13,12 @@ package protocol PushProvider: Sendable {
     func send(
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
         done: @escaping @Sendable (DeliveryOutcome) -> Void)
+
+    /// Closes what the provider holds open (connections of its own); deliveries in flight are
+    /// dropped without an answer (their jobs stay pending in the store).
+    func stop()
+}
+
+extension PushProvider {
+    package func stop() {}
 }
