@@ -114,9 +114,13 @@ def apns_provider_tokens(binary):
     apns = APNs()
     relay = Relay(binary, "--push-delay-ms", "100", *apns.flags)
     try:
-        register_apns(relay, "cy", "iphone", 5)
+        # 1,000 devices of one user: one message makes 1,000 pushes, all with one provider token.
+        for n in range(1000):
+            status, body = relay.http("PUT", f"/v1/users/cy/devices/d{n}", {"apns": {"token": f"{n:064x}"}})
+            assert status == 201, body
         post(relay, "c1", "cy")
-        assert wait_for(lambda: any(r.status == 200 for r in apns.double.for_token(token(5))), 20)
+        assert wait_for(lambda: len([r for r in apns.double.requests if r.status == 200]) == 1000, 60), \
+            len(apns.double.requests)
         distinct = apns.double.distinct_jwts
         assert distinct == 1, apns.double.jwts
     finally:
@@ -140,7 +144,7 @@ def apns_provider_tokens(binary):
         host = f"127.0.0.1:{other.double.port}"
         status, metrics = call_text(relay, "/metrics")
         assert f'pushrelay_push_breaker_open{{host="{host}"}} 1' in metrics, metrics
-        return f"one provider token for a run; wrong key: {len(other.double.requests)} refused attempts, 0 devices disabled"
+        return f"1,000 pushes with 1 provider token; wrong key: {len(other.double.requests)} refused attempts, 0 devices disabled"
     finally:
         relay.stop()
         other.double.close()
