@@ -69,7 +69,8 @@ package struct WebPushRequest: Sendable {
     private enum Level: CaseIterable {
         /// The `push` object with all its members (title and body shortened if need be).
         case whole
-        /// `push` with its title and body only.
+        /// `push` with its title and body only (`{}` when it had neither): its data and unknown
+        /// members go before any text is cut.
         case textOnly
         /// The content-free body: ids and counts.
         case contentFree
