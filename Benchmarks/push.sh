@@ -12,6 +12,9 @@
 #    1,000 ms; latency = arrival − (accepted + delay), p50/p99.
 # 3. Scheduling: 100,000 jobs pending (push delay 1 h), then made due: time until all are
 #    delivered, and the relay's RSS with them pending.
+# 4. APNs: the same throughput run with APNs devices, over HTTP/2 (TLS, ALPN h2) to an nginx
+#    `return 200` at /3/device/, next to h2load's ceiling against the same receiver (-c4 -m100,
+#    the same POST) in the same run.
 # Loopback only; bounded. Writes Benchmarks/results/push.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,7 +27,8 @@ TMP=$(mktemp -d /tmp/pushrelay-pushbench.XXXXXX)
 PIDS=()
 cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
-RX=18199 PR=18198 TLSRX=18197
+RX=18199 PR=18198 TLSRX=18197 H2RX=18196
+command -v h2load >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client >/dev/null; }
 
 # A test CA and a receiver certificate for 127.0.0.1 (the https receiver; the relay trusts the CA
 # through --push-ca-file, as it would a private gateway's).
@@ -48,6 +52,11 @@ http {
     server {
         listen 127.0.0.1:$TLSRX ssl; ssl_certificate $TMP/rx.pem; ssl_certificate_key $TMP/rx.key;
         location / { return 204; }
+    }
+    server {
+        listen 127.0.0.1:$H2RX ssl http2; ssl_certificate $TMP/rx.pem; ssl_certificate_key $TMP/rx.key;
+        http2_max_concurrent_streams 1000; keepalive_requests 10000000;
+        location /3/device/ { return 200; }
     }
 }
 CONF
@@ -91,6 +100,21 @@ TLS_THROUGHPUT="$TLS_THROUGHPUT; $(ratio "$(pushes_per_s "$TLS_THROUGHPUT")" "$T
 echo "    $TLS_THROUGHPUT"
 stop_relay
 
+echo "==> APNs over HTTP/2: h2load ceiling, then the relay"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$TMP/apns.p8" 2>/dev/null
+printf '{"aps":{"alert":{"title":"t","body":"b"},"badge":1}}' >"$TMP/apns.json"
+H2_CEILING=$(h2load -n 200000 -c 4 -m 100 -d "$TMP/apns.json" -H 'apns-topic: com.example.bench' \
+    "https://127.0.0.1:$H2RX/3/device/$(printf 'ab%.0s' $(seq 32))" | awk '/^finished in/ {print $4}')
+echo "    h2load $H2_CEILING req/s"
+start_relay --push-delay-ms 3600000 --push-ca-file "$TMP/ca.pem" --apns-key-file "$TMP/apns.p8" \
+    --apns-key-id BENCH12345 --apns-team-id TEAM123456 --apns-topic com.example.bench \
+    --apns-url "https://127.0.0.1:$H2RX" --apns-sandbox-url "https://127.0.0.1:$H2RX"
+APNS=$(python3 "$ROOT/Benchmarks/push_bench.py" throughput "http://127.0.0.1:$PR" apns \
+    "${JOBS:-20000}" "$TMP/relay.sqlite" "$RELAY_PID")
+APNS="$APNS; $(ratio "$(pushes_per_s "$APNS")" "$H2_CEILING") of the h2load ceiling"
+echo "    $APNS"
+stop_relay
+
 echo "==> latency at 200 pushes/s"
 start_relay --push-delay-ms 1000
 LATENCY=$(python3 "$ROOT/Benchmarks/push_bench.py" latency "http://127.0.0.1:$PR" "" 2000)
@@ -110,6 +134,7 @@ mkdir -p "$ROOT/Benchmarks/results"
     echo "- receiver ceiling (wrk -t2 -c64 against nginx return 204): http $CEILING req/s, https $TLS_CEILING req/s"
     echo "- throughput, http: $THROUGHPUT"
     echo "- throughput, https: $TLS_THROUGHPUT"
+    echo "- APNs over HTTP/2 (h2load -c4 -m100 ceiling $H2_CEILING req/s): $APNS"
     echo "- latency: $LATENCY"
     echo "- 100k pending: $SCHEDULE"
 } | tee "$ROOT/Benchmarks/results/push.md"

@@ -35,9 +35,12 @@ def metric(base, name):
 
 
 def register(base, receiver, users):
+    """Each user gets one device: a webhook to `receiver`, or (receiver "apns") an APNs token."""
+    def device(n):
+        return {"apns": {"token": f"{n:064x}"}} if receiver == "apns" else {"pushUrl": f"{receiver}/p/{n}"}
+
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
-        list(pool.map(lambda n: req(base, "PUT", f"/v1/users/u{n}/devices/d", {"pushUrl": f"{receiver}/p/{n}"}),
-                      range(users)))
+        list(pool.map(lambda n: req(base, "PUT", f"/v1/users/u{n}/devices/d", device(n)), range(users)))
 
 
 def pending(base):
@@ -81,7 +84,8 @@ def make_due(db):
 def wake(base, receiver):
     """The notifier sleeps until the earliest due time it knows of and wakes on the relay's own
     commits; an edit behind its back needs one commit to be noticed (else the 30 s safety net)."""
-    req(base, "PUT", "/v1/users/wake/devices/phone", {"pushUrl": receiver + "/wake"})
+    device = {"apns": {"token": "ff" * 32}} if receiver == "apns" else {"pushUrl": receiver + "/wake"}
+    req(base, "PUT", "/v1/users/wake/devices/phone", device)
 
 
 class Receiver(http.server.ThreadingHTTPServer):

@@ -75,15 +75,23 @@ public enum PushTransport: Sendable, Equatable {
         case .webhook:
             self = .webhook(try PushURL(try fields.string("pushUrl")))
         case .apns:
-            self = .apns(try Self.asTransport { () throws(ValidationError) in try Self.apns(try FieldReader(Self.object(fields, "apns"))) })
+            self = .apns(
+                try Self.asTransport { () throws(ValidationError) in
+                    try Self.apns(try FieldReader(Self.object(fields, "apns")))
+                })
         case .fcm:
-            let token = try Self.asTransport { () throws(ValidationError) in try FieldReader(Self.object(fields, "fcm")).string("token") }
+            let token = try Self.asTransport { () throws(ValidationError) in
+                try FieldReader(Self.object(fields, "fcm")).string("token")
+            }
             guard (1...4096).contains(token.utf8.count),
                 token.utf8.allSatisfy({ Self.isTokenCharacter($0) })
             else { throw Self.invalid("fcm.token", "'fcm.token' must be an FCM registration token (1 to 4096 bytes)") }
             self = .fcm(token: token)
         case .webPush:
-            self = .webPush(try Self.asTransport { () throws(ValidationError) in try Self.webPush(try FieldReader(Self.object(fields, "webPush"))) })
+            self = .webPush(
+                try Self.asTransport { () throws(ValidationError) in
+                    try Self.webPush(try FieldReader(Self.object(fields, "webPush")))
+                })
         }
     }
 
@@ -101,7 +109,10 @@ public enum PushTransport: Sendable, Equatable {
         let token = try fields.string("token").lowercased()
         // Device tokens are 32 bytes today; Apple says they may grow, so up to 100.
         guard token.utf8.count % 2 == 0, (64...200).contains(token.utf8.count),
-            token.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+            token.utf8.allSatisfy({
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+            })
         else { throw invalid("apns.token", "'apns.token' must be the device token in hex (64 to 200 digits)") }
         var topic: String?
         if let value = fields.value("topic") {
@@ -133,7 +144,8 @@ public enum PushTransport: Sendable, Equatable {
         let keys = try FieldReader(object(fields, "keys", in: "webPush"))
         guard let p256dh = Self.base64URL(try keys.string("p256dh")), p256dh.count == 65, p256dh.first == 4
         else {
-            throw invalid("webPush.keys.p256dh", "'webPush.keys.p256dh' must be an uncompressed P-256 point in base64url")
+            throw invalid(
+                "webPush.keys.p256dh", "'webPush.keys.p256dh' must be an uncompressed P-256 point in base64url")
         }
         guard let auth = Self.base64URL(try keys.string("auth")), auth.count == 16 else {
             throw invalid("webPush.keys.auth", "'webPush.keys.auth' must be 16 bytes in base64url")
@@ -141,7 +153,9 @@ public enum PushTransport: Sendable, Equatable {
         return WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth)
     }
 
-    private static func object(_ fields: FieldReader, _ name: String, in parent: String? = nil) throws(ValidationError)
+    private static func object(
+        _ fields: FieldReader, _ name: String, in parent: String? = nil
+    ) throws(ValidationError)
         -> JSONValue
     {
         let path = parent.map { "\($0).\(name)" } ?? name

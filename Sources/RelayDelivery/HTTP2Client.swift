@@ -240,7 +240,8 @@ package final class HTTP2Client: @unchecked Sendable {
             }
         }
         let opening = origin.connections.contains { if case .open = $0.phase { return false } else { return true } }
-        let needMore = !origin.waiting.isEmpty && !opening && origin.connections.count < settings.maxConnectionsPerOrigin
+        let needMore =
+            !origin.waiting.isEmpty && !opening && origin.connections.count < settings.maxConnectionsPerOrigin
         origins[key] = origin
         for connection in connectionsToFlush { flush(connection) }
         if needMore { open(key) }
@@ -258,7 +259,9 @@ package final class HTTP2Client: @unchecked Sendable {
             let host = origin.url.host
             resolver.submit { [self] in
                 let addresses = SSRFGuard.resolve(host)
-                post(.resolved(origin: key, addresses: addresses, failure: addresses.isEmpty ? "host does not resolve" : nil))
+                post(
+                    .resolved(
+                        origin: key, addresses: addresses, failure: addresses.isEmpty ? "host does not resolve" : nil))
             }
             return
         }
@@ -382,7 +385,9 @@ package final class HTTP2Client: @unchecked Sendable {
                 streamsFreed = true
             case .streamReset(let id, let code, let refused):
                 let failure: Failure =
-                    refused ? .unprocessed("HTTP/2 stream refused (error \(code))") : .failed("HTTP/2 stream reset (error \(code))")
+                    refused
+                    ? .unprocessed("HTTP/2 stream refused (error \(code))")
+                    : .failed("HTTP/2 stream reset (error \(code))")
                 connection.streams.removeValue(forKey: id)?.done(.failure(failure))
                 streamsFreed = true
             case .streamFailed(let id, let reason):

@@ -233,6 +233,11 @@ package final class PushNotifier: Sendable {
         }
         provider.send(batch, to: target.transport, at: started) { [self] outcome in
             releaseHostSlot(host)
+            if case .misconfigured(let reason) = outcome {
+                // No device is at fault and none is touched: the operator must act.
+                logger.error(
+                    "push service refused the relay's credentials or configuration", ("host", host), ("error", reason))
+            }
             let event = DeliveryEvent.answered(
                 outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds)
             for action in settings.policy.decide(event, now: now().milliseconds, random: { Double.random(in: 0...1) }) {

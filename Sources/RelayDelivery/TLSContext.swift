@@ -25,7 +25,9 @@ package final class TLSContext: @unchecked Sendable {
             // The wire format: each protocol name prefixed by its length (RFC 7301 §3.1).
             let wire = alpn.flatMap { [UInt8(truncatingIfNeeded: $0.utf8.count)] + Array($0.utf8) }
             // (Returns 0 on success, unlike most of OpenSSL.)
-            guard wire.withUnsafeBufferPointer({ SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }) == 0
+            guard
+                wire.withUnsafeBufferPointer({ SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) })
+                    == 0
             else { throw WebhookClient.Failure(description: "TLS: cannot offer ALPN \(alpn)") }
         }
         let loaded =

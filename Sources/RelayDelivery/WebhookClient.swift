@@ -367,6 +367,10 @@ extension IPAddress {
 }
 
 extension PushURL {
+    /// `scheme://host[:port]`, the port only when it is not the scheme's default (RFC 6454): a
+    /// VAPID audience, an HTTP/2 connection pool's key.
+    package var origin: String { "\(scheme)://\(hostHeader)" }
+
     /// The `Host` header: the name as written, with the port when it is not the default.
     package var hostHeader: String {
         let name = host.contains(":") ? "[\(host)]" : host

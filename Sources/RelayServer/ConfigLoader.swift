@@ -73,7 +73,9 @@ package enum ConfigLoader {
             key: key,
             apply: { config, value throws(Error) in
                 guard let url = try? PushURL(value), url.scheme == "https", url.target == "/" else {
-                    throw Error(description: "\(key) must be an https URL with no path, such as https://host:443, not '\(value)'")
+                    throw Error(
+                        description:
+                            "\(key) must be an https URL with no path, such as https://host:443, not '\(value)'")
                 }
                 config[keyPath: path] = url
             }, read: { .string($0[keyPath: path].text) })

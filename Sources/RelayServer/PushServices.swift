@@ -80,7 +80,8 @@ struct PushServices {
         if let fcm { providers[.fcm] = FCMProvider(account: fcm, service: config.fcmUrl, sender: sender, now: now) }
         if let apns, let client = apnsClient {
             providers[.apns] = APNsProvider(
-                credentials: .init(key: apns.key, keyId: apns.keyId, teamId: apns.teamId), defaultTopic: config.apnsTopic,
+                credentials: .init(key: apns.key, keyId: apns.keyId, teamId: apns.teamId),
+                defaultTopic: config.apnsTopic,
                 production: config.apnsUrl, sandbox: config.apnsSandboxUrl, client: client, now: now)
         }
         return providers

@@ -25,7 +25,8 @@ extension RelayAPI {
                 throw .forbidden("a client token may only register its own device (the token's 'did')")
             }
             guard transport.kind != .webhook, matrix == nil else {
-                throw .forbidden("a client token may register an 'apns', 'fcm' or 'webPush' token, not a 'pushUrl' or 'matrix'")
+                throw .forbidden(
+                    "a client token may register an 'apns', 'fcm' or 'webPush' token, not a 'pushUrl' or 'matrix'")
             }
         }
         guard config.offers(transport.kind) else {

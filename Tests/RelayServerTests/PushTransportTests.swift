@@ -19,20 +19,45 @@ import Testing
             (["apns": "token"], 400, "invalid_transport"),
             (["apns": ["token": Self.apnsToken, "environment": "staging"]], 400, "invalid_transport"),
             (["fcm": ["token": "has space"]], 400, "invalid_transport"),
-            (["webPush": ["endpoint": "http://127.0.0.1:9/p", "keys": ["p256dh": Self.p256dh, "auth": "AAAAAAAAAAAAAAAAAAAAAA"]]], 400, "invalid_transport"),
-            (["webPush": ["endpoint": "https://127.0.0.1:9/p", "keys": ["p256dh": "AAAA", "auth": "AAAAAAAAAAAAAAAAAAAAAA"]]], 400, "invalid_transport"),
-            (["webPush": ["endpoint": "https://127.0.0.1:9/p", "keys": ["p256dh": Self.p256dh]]], 400, "invalid_transport"),
+            (
+                [
+                    "webPush": [
+                        "endpoint": "http://127.0.0.1:9/p",
+                        "keys": ["p256dh": Self.p256dh, "auth": "AAAAAAAAAAAAAAAAAAAAAA"],
+                    ]
+                ], 400, "invalid_transport"
+            ),
+            (
+                [
+                    "webPush": [
+                        "endpoint": "https://127.0.0.1:9/p",
+                        "keys": ["p256dh": "AAAA", "auth": "AAAAAAAAAAAAAAAAAAAAAA"],
+                    ]
+                ], 400, "invalid_transport"
+            ),
+            (
+                ["webPush": ["endpoint": "https://127.0.0.1:9/p", "keys": ["p256dh": Self.p256dh]]], 400,
+                "invalid_transport"
+            ),
             // Well formed, but this relay has no credentials for the service.
             (["apns": ["token": Self.apnsToken]], 400, "transport_unavailable"),
             (["fcm": ["token": "abc:APA91b"]], 400, "transport_unavailable"),
-            (["webPush": ["endpoint": "https://127.0.0.1:9/p", "keys": ["p256dh": Self.p256dh, "auth": "AAAAAAAAAAAAAAAAAAAAAA"]]], 400, "transport_unavailable"),
+            (
+                [
+                    "webPush": [
+                        "endpoint": "https://127.0.0.1:9/p",
+                        "keys": ["p256dh": Self.p256dh, "auth": "AAAAAAAAAAAAAAAAAAAAAA"],
+                    ]
+                ], 400, "transport_unavailable"
+            ),
         ]
         for (body, status, code) in cases {
             let response = try await relay.request("PUT", "/v1/users/alice/devices/d1", json: body)
             #expect(response.status == status, "\(body): \(response.text)")
             #expect(response.errorCode == code, "\(body): \(response.text)")
         }
-        let webhook = try await relay.request("PUT", "/v1/users/alice/devices/d1", json: ["pushUrl": "http://127.0.0.1:9/p"])
+        let webhook = try await relay.request(
+            "PUT", "/v1/users/alice/devices/d1", json: ["pushUrl": "http://127.0.0.1:9/p"])
         #expect(webhook.status == 201)
         #expect(webhook.object["transport"] as? String == "webhook")
         #expect(webhook.object["pushUrl"] as? String == "http://127.0.0.1:9/p")
@@ -43,8 +68,9 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let credentials = try PushCredentials(in: directory)
-        let relay = try RelayProcess(environment: credentials.environment.merging(
-            ["PUSHRELAY_PUSH_ALLOWED_HOSTS": "127.0.0.1:*"]) { $1 })
+        let relay = try RelayProcess(
+            environment: credentials.environment.merging(
+                ["PUSHRELAY_PUSH_ALLOWED_HOSTS": "127.0.0.1:*"]) { $1 })
 
         let apns = try await relay.request(
             "PUT", "/v1/users/alice/devices/phone",
@@ -56,7 +82,8 @@ import Testing
         #expect(stored?["token"] as? String == Self.apnsToken)
         #expect(stored?["environment"] as? String == "sandbox")
         let subscription: [String: Any] = [
-            "endpoint": "https://127.0.0.1:9/push/x", "keys": ["p256dh": Self.p256dh, "auth": "BTBZMqHH6r4Tts7J_aSIgg"],
+            "endpoint": "https://127.0.0.1:9/push/x",
+            "keys": ["p256dh": Self.p256dh, "auth": "BTBZMqHH6r4Tts7J_aSIgg"],
             "expirationTime": NSNull(),
         ]
         let web = try await relay.request("PUT", "/v1/users/alice/devices/browser", json: ["webPush": subscription])
@@ -66,7 +93,8 @@ import Testing
             "PUT", "/v1/users/alice/devices/browser",
             json: ["webPush": subscription.merging(["endpoint": "https://169.254.169.254/x"]) { $1 }])
         #expect(notAllowed.errorCode == "push_url_not_allowed", "\(notAllowed.text)")
-        let fcm = try await relay.request("PUT", "/v1/users/alice/devices/pixel", json: ["fcm": ["token": "abc:APA91b-x_y"]])
+        let fcm = try await relay.request(
+            "PUT", "/v1/users/alice/devices/pixel", json: ["fcm": ["token": "abc:APA91b-x_y"]])
         #expect(fcm.status == 201, "\(fcm.text)")
         let list = try await relay.request("GET", "/v1/users/alice/devices")
         let kinds = (list.object["devices"] as? [[String: Any]] ?? []).compactMap { $0["transport"] as? String }
@@ -80,7 +108,10 @@ import Testing
         // …but never a push URL, a Matrix pusher, another device or another user.
         let refused: [(String, [String: Any])] = [
             ("/v1/users/alice/devices/phone", ["pushUrl": "http://127.0.0.1:9/p"]),
-            ("/v1/users/alice/devices/phone", ["apns": ["token": Self.apnsToken], "matrix": ["appId": "a", "pushkey": "k"]]),
+            (
+                "/v1/users/alice/devices/phone",
+                ["apns": ["token": Self.apnsToken], "matrix": ["appId": "a", "pushkey": "k"]]
+            ),
             ("/v1/users/alice/devices/tablet", ["apns": ["token": Self.apnsToken]]),
             ("/v1/users/bob/devices/phone", ["apns": ["token": Self.apnsToken]]),
         ]
@@ -91,7 +122,9 @@ import Testing
         // The transports survive a restart as registered.
         try relay.restart()
         let again = try await relay.request("GET", "/v1/users/alice/devices")
-        let phoneDevice = (again.object["devices"] as? [[String: Any]] ?? []).first { $0["deviceId"] as? String == "phone" }
+        let phoneDevice = (again.object["devices"] as? [[String: Any]] ?? []).first {
+            $0["deviceId"] as? String == "phone"
+        }
         #expect((phoneDevice?["apns"] as? [String: Any])?["environment"] as? String == "production")
     }
 }

@@ -25,7 +25,9 @@ struct PushTransportParsingTests {
         #expect(device.token == token && device.environment == .sandbox && device.topic == "com.example.chat")
         guard case .apns(let plain) = try Self.transport(cases[2]) else { Issue.record("not apns"); return }
         #expect(plain.environment == .production && plain.topic == nil)
-        guard case .webPush(let subscription) = try Self.transport(cases[4]) else { Issue.record("not webPush"); return }
+        guard case .webPush(let subscription) = try Self.transport(cases[4]) else {
+            Issue.record("not webPush"); return
+        }
         #expect(subscription.p256dh.count == 65 && subscription.auth.count == 16)
         #expect(PushTransport(target: "{not json") == nil)
         #expect(PushTransport(target: "gopher://x") == nil)

@@ -159,15 +159,26 @@ package final class FCMProvider: PushProvider {
                 do {
                     settle(.success(try FCMAccessToken(response: response.body, requestedAt: now)))
                 } catch {
-                    settle(.failure(Failure(outcome: .retry(reason: "FCM: the token endpoint's answer: \(error)", notBeforeMilliseconds: nil))))
+                    settle(
+                        .failure(
+                            Failure(
+                                outcome: .retry(
+                                    reason: "FCM: the token endpoint's answer: \(error)", notBeforeMilliseconds: nil))))
                 }
             case .success(let response) where (400..<500).contains(response.status) && response.status != 429:
                 // invalid_grant, invalid_client…: the service account is at fault.
-                settle(.failure(Failure(outcome: .misconfigured(
-                    reason: "FCM: the token endpoint refused the service account (HTTP \(response.status))"))))
+                settle(
+                    .failure(
+                        Failure(
+                            outcome: .misconfigured(
+                                reason: "FCM: the token endpoint refused the service account (HTTP \(response.status))")
+                        )))
             case .success(let response):
-                settle(.failure(Failure(outcome: .retry(
-                    reason: "FCM: token endpoint HTTP \(response.status)", notBeforeMilliseconds: nil))))
+                settle(
+                    .failure(
+                        Failure(
+                            outcome: .retry(
+                                reason: "FCM: token endpoint HTTP \(response.status)", notBeforeMilliseconds: nil))))
             }
         }
     }

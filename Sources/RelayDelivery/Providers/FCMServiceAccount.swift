@@ -33,7 +33,8 @@ package struct FCMServiceAccount: Sendable {
         do {
             key = try RSAKey(pem: pem)
         } catch {
-            throw Invalid(description: "the FCM service account's private_key is not an RSA key (\(error.code.rawValue))")
+            throw Invalid(
+                description: "the FCM service account's private_key is not an RSA key (\(error.code.rawValue))")
         }
         let uri = (try? string("token_uri")) ?? "https://oauth2.googleapis.com/token"
         guard let tokenURI = try? PushURL(uri), tokenURI.scheme == "https" else {
@@ -41,8 +42,12 @@ package struct FCMServiceAccount: Sendable {
         }
         self.tokenURI = tokenURI
         // A project id goes into the request path.
-        guard projectId.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
-            || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        guard
+            projectId.utf8.allSatisfy({
+                $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
+                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+            })
         else { throw Invalid(description: "the FCM service account's project_id has unexpected characters") }
     }
 }

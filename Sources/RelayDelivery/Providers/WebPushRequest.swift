@@ -35,12 +35,8 @@ package struct WebPushRequest: Sendable {
         audience = Self.audience(of: endpoint)
     }
 
-    /// `scheme://host[:port]`, the port only when it is not the scheme's default (RFC 6454).
-    package static func audience(of endpoint: PushURL) -> String {
-        let host = endpoint.host.contains(":") ? "[\(endpoint.host)]" : endpoint.host
-        let defaultPort = endpoint.scheme == "https" ? 443 : 80
-        return "\(endpoint.scheme)://\(host)" + (endpoint.port == defaultPort ? "" : ":\(endpoint.port)")
-    }
+    /// The endpoint's origin (RFC 6454).
+    package static func audience(of endpoint: PushURL) -> String { endpoint.origin }
 
     /// The collapse key itself when it is a valid `Topic`; otherwise the URL-safe base64 of the
     /// first 24 bytes of its SHA-256 (32 characters): the same key always makes the same topic,
