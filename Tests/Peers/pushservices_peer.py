@@ -173,6 +173,25 @@ def apns_goaway(binary):
         apns.double.close()
 
 
+@check("APNs: a connection that stops answering is dropped after the push timeout and the push goes out on a new one")
+def apns_silent_connection(binary):
+    apns = APNs()
+    relay = Relay(binary, "--push-delay-ms", "100", "--push-timeout-ms", "2000", "--push-retry-base-ms", "100",
+                  *apns.flags)
+    try:
+        apns.double.script(token(61), ["hang"])
+        register_apns(relay, "gil", "iphone", 61)
+        post(relay, "g1", "gil")
+        assert wait_for(lambda: any(r.status == 200 for r in apns.double.for_token(token(61))), 30), \
+            [(r.connection, r.status, r.answer) for r in apns.double.requests]
+        answered = [r for r in apns.double.for_token(token(61)) if r.status == 200][0]
+        assert answered.connection > 1, [(r.connection, r.answer) for r in apns.double.requests]
+        return f"pushed on connection {answered.connection} after a silent one"
+    finally:
+        relay.stop()
+        apns.double.close()
+
+
 @check("APNs: a client token registers its own device's token; kill -9 with pushes in flight → every device pushed after the restart")
 def apns_kill9(binary):
     apns = APNs()
