@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""A push receiver for PushRelay: where the relay's webhook becomes a notification on a phone.
+"""A push receiver for PushRelay: where the relay's webhook arrives for devices registered with
+a `pushUrl`.
 
-PushRelay does not talk to Apple or Google itself. For a device that is not online it POSTs a
-signed webhook to the device's `pushUrl`; something you run must verify that webhook and turn it
-into an APNs or FCM call. This is that something, in the Python standard library only:
+PushRelay speaks APNs, FCM and Web Push itself (devices registered with `apns`, `fcm` or
+`webPush`). A device registered with a `pushUrl` instead gets a signed webhook: for a push service
+the relay does not speak, or a bridge of your own. Something you run must verify that webhook and
+act on it. This is that something, in the Python standard library only:
 
     PUSHRELAY_WEBHOOK_SECRET=whsec_... python3 examples/push_receiver.py --port 9000
 
