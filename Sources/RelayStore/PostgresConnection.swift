@@ -48,6 +48,7 @@ package final class PostgresConnection: SQLConnection {
     package private(set) var isOptimistic = false
     package var prefetched = BatchPrefetch()
     package let greatest = "greatest"
+    package func indexedBy(_ index: String) -> String { "" }
     /// Sent to the other nodes at commit (`note`); see `PostgresCluster` for the format.
     private var notes: [String] = []
     /// Notes of committed transactions whose publication failed: they go with the next one.

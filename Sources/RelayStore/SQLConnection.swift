@@ -20,6 +20,9 @@ package protocol SQLConnection: AnyObject {
     var isBroken: Bool { get }
     /// The scalar maximum of two values (`max(a, b)` in SQLite, `greatest(a, b)` in PostgreSQL).
     var greatest: String { get }
+    /// Put after a table name: makes SQLite read it through `index` (`INDEXED BY`); nothing in
+    /// PostgreSQL, whose planner has statistics to choose by.
+    func indexedBy(_ index: String) -> String
 
     /// How the engine would run `sql`, one line per plan step (SQLite's `EXPLAIN QUERY PLAN`,
     /// PostgreSQL's `EXPLAIN`), priced as on a large table: for the checks that an index serves a

@@ -172,14 +172,7 @@ extension SQLStore {
             var seen = Set<String>()
             var scanned = 0
             let scanLimit = (limit + skipping.count) * 4
-            try db.scan(
-                """
-                SELECT j.user_id, j.device_id, d.transport FROM push_jobs j
-                JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
-                WHERE j.state = 'pending' AND j.due_at <= ?
-                ORDER BY j.due_at, j.id
-                """, [.int(now.milliseconds)]
-            ) { row in
+            try db.scan(Self.dueDevicesSQL(db), [.int(now.milliseconds)]) { row in
                 scanned += 1
                 let userId = row.text(0)
                 let deviceId = row.text(1)
@@ -330,12 +323,41 @@ extension SQLStore {
             }, completion: logFailure("await ack"))
     }
 
+    /// Due devices in due order, through the pending jobs' partial index: SQLite's planner,
+    /// without statistics, would take `push_jobs_by_state` for `state = 'pending'` and read and
+    /// sort every pending job on each pass (12× slower delivery at 20,000 pending).
+    static func dueDevicesSQL(_ db: any SQLConnection) -> String {
+        """
+        SELECT j.user_id, j.device_id, d.transport FROM push_jobs j \(db.indexedBy("push_jobs_pending"))
+        JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
+        WHERE j.state = 'pending' AND j.due_at <= ?
+        ORDER BY j.due_at, j.id
+        """
+    }
+
+    /// The earliest pending due time of each outbox (one index entry each).
+    static func nextDueSQL(_ db: any SQLConnection) -> [String] {
+        [
+            "SELECT min(due_at) FROM push_jobs \(db.indexedBy("push_jobs_pending")) WHERE state = 'pending'",
+            "SELECT min(due_at) FROM event_jobs \(db.indexedBy("event_jobs_pending")) WHERE state = 'pending'",
+        ]
+    }
+
+    /// The plans of the notifier's reads (for the test that they walk the pending index).
+    package func notifierQueryPlans() throws(StoreError) -> [String] {
+        try read { db in
+            try ([Self.dueDevicesSQL(db)] + Self.nextDueSQL(db)).map { sql in
+                try db.queryPlan(sql, sql.contains("?") ? [.int(0)] : []).joined(separator: "\n")
+            }
+        }
+    }
+
     package func nextDueAt() throws(StoreError) -> Timestamp? {
         guard delivers else { return nil }
         return try read { db in
             var earliest: Int64?
-            for table in ["push_jobs", "event_jobs"] {
-                try db.query("SELECT min(due_at) FROM \(table) WHERE state = 'pending'") { row in
+            for sql in Self.nextDueSQL(db) {
+                try db.query(sql) { row in
                     if !row.isNull(0) { earliest = min(earliest ?? .max, row.int64(0)) }
                 }
             }

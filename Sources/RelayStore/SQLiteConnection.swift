@@ -112,6 +112,7 @@ package final class SQLiteConnection: SQLConnection {
 
     package let isInProcess = true
     package let greatest = "max"
+    package func indexedBy(_ index: String) -> String { "INDEXED BY \(index)" }
     package let isBroken = false
     package let isOptimistic = false
     package var prefetched = BatchPrefetch()

@@ -416,6 +416,18 @@ import Testing
         }
     }
 
+    /// The notifier's reads walk the pending jobs' partial index: however many jobs are pending,
+    /// a pass reads the due ones (and on SQLite in due order, with no sort). PostgreSQL sorts the
+    /// due rows it read by (due_at, id), which its index does not hold.
+    @Test func theNotifierReadsDueJobsThroughThePendingIndex() throws {
+        let store = try open()
+        defer { store.close() }
+        for plan in try store.notifierQueryPlans() {
+            #expect(plan.contains("_jobs_pending"), "\(plan)")
+            #expect(!plan.contains("TEMP B-TREE"), "\(plan)")
+        }
+    }
+
     /// A requeue (the provider never processed the request) leaves the attempts as they were, so the
     /// backoff does not grow, and makes the batch due at the given time with the reason kept.
     @Test func aRequeuedBatchKeepsItsAttempts() async throws {
