@@ -46,6 +46,11 @@ def post(relay, message_id, user, **extra):
     assert status == 202, body
 
 
+def pushed(relay, message_id):
+    status, body = relay.http("GET", f"/v1/messages/{message_id}")
+    return status == 200 and all(r["state"] == "pushed" for r in body["recipients"])
+
+
 def devices(relay, user):
     status, body = relay.http("GET", f"/v1/users/{user}/devices")
     assert status == 200, body
@@ -55,7 +60,7 @@ def devices(relay, user):
 @check("APNs: an offline iPhone gets one push per window with title, body, badge and sound; read elsewhere → a badge-only clear")
 def apns_window_and_clear(binary):
     apns = APNs()
-    relay = Relay(binary, "--push-delay-ms", "300", *apns.flags)
+    relay = Relay(binary, "--push-delay-ms", "1500", *apns.flags)
     try:
         register_apns(relay, "ann", "iphone", 1)
         for n in range(1, 4):
@@ -68,6 +73,8 @@ def apns_window_and_clear(binary):
         assert aps["alert"] == {"title": "Carol", "body": "text of a3"} and aps["badge"] == 3, aps
         assert aps.get("sound") == "default" and pushes[0].headers["apns-priority"] == "10", pushes[0].headers
         assert pushes[0].body["relay"]["seq"] == {"from": 1, "to": 3}, pushes[0].body
+        # Read once the relay has recorded the push (an ack racing it finds nothing to withdraw).
+        assert wait_for(lambda: pushed(relay, "a3"), 20)
         assert relay.http("POST", "/v1/users/ann/ack", {"seq": 3})[0] == 204
         assert wait_for(lambda: len(apns.double.for_token(token(1))) == 2, 20), apns.double.requests
         clear = apns.double.for_token(token(1))[1]
@@ -227,7 +234,7 @@ class FCM:
 @check("FCM: an offline Android device gets one notification per window with the count; UNREGISTERED disables; 401 renews the token once")
 def fcm_end_to_end(binary):
     fcm = FCM()
-    relay = Relay(binary, "--push-delay-ms", "300", "--push-retry-base-ms", "100", *fcm.flags)
+    relay = Relay(binary, "--push-delay-ms", "1500", "--push-retry-base-ms", "100", *fcm.flags)
     try:
         for device, registration in [("pixel", "tok-pixel:APA91"), ("old", "tok-old:APA91")]:
             status, body = relay.http("PUT", f"/v1/users/gus/devices/{device}", {"fcm": {"token": registration}})
@@ -272,6 +279,7 @@ def fcm_retries_and_clear(binary):
         assert wait_for(lambda: any(m.status == 200 for m in fcm.double.for_token("tok-hal:APA91")), 30), \
             [(m.status, m.answer) for m in fcm.double.messages]
         statuses = [m.status for m in fcm.double.for_token("tok-hal:APA91")]
+        assert wait_for(lambda: pushed(relay, "h1"), 20)
         assert relay.http("POST", "/v1/users/hal/ack", {"seq": 1})[0] == 204
         assert wait_for(lambda: any(m.message.get("data", {}).get("type") == "clear"
                                     for m in fcm.double.for_token("tok-hal:APA91") if m.message), 20)
