@@ -180,7 +180,6 @@ package final class StoreWriter: @unchecked Sendable {
 
     private func run() {
         while true {
-            let began = DemandTimer.now()
             let batch = state.withLock(
                 when: { (!$0.queue.isEmpty || !$0.bulk.isEmpty || $0.stopping) && !$0.committing }
             ) { state -> [Operation] in
@@ -189,7 +188,8 @@ package final class StoreWriter: @unchecked Sendable {
                     return []
                 }
                 state.committing = true
-                state.health.began(at: began)
+                // Read now, not before the wait: an idle writer's first transaction is not stalled.
+                state.health.began(at: DemandTimer.now())
                 let take = Self.take(ordinary: state.queue.lazy.map(\.rows), bulk: state.bulk.lazy.map(\.rows))
                 defer {
                     state.queue.removeFirst(take.ordinary)
