@@ -170,17 +170,18 @@ public final class RelayProcess: @unchecked Sendable {
         public var errorCode: String? { (object["error"] as? [String: Any])?["code"] as? String }
     }
 
-    /// One HTTP request; `token` defaults to the server key, pass `nil` for none.
+    /// One HTTP request; `token` defaults to the server key, pass `nil` for none; `timeout` in
+    /// seconds (a large batch under a sanitizer on a busy machine takes minutes).
     public func request(
         _ method: String, _ path: String, json: Any? = nil, rawBody: Data? = nil, token: String? = serverKey,
-        headers: [String: String] = [:]
+        headers: [String: String] = [:], timeout: Double = 30
     ) async throws -> Response {
         guard let url = URL(string: path, relativeTo: baseURL) else {
             throw LaunchError(description: "bad path \(path)")
         }
         var request = URLRequest(url: url)
         request.httpMethod = method
-        request.timeoutInterval = 30
+        request.timeoutInterval = timeout
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         if let json {
             request.httpBody = try JSONSerialization.data(withJSONObject: json)
@@ -209,7 +210,7 @@ public final class RelayProcess: @unchecked Sendable {
     static let session: URLSession = {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = 16
-        configuration.timeoutIntervalForRequest = 30
+        configuration.timeoutIntervalForRequest = 600  // each request sets its own (30 s unless it says)
         return URLSession(configuration: configuration)
     }()
 }

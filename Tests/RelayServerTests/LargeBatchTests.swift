@@ -12,7 +12,7 @@ import Testing
         let items = (0..<count).map { #"{"id":"\#(prefix)-\#($0)","recipients":[\#(users)],"payload":{"n":\#($0)}}"# }
         let body = Data(#"{"messages":[\#(items.joined(separator: ","))]}"#.utf8)
         return try await relay.request(
-            "POST", "/v1/messages/batch", rawBody: body, headers: ["Content-Type": "application/json"])
+            "POST", "/v1/messages/batch", rawBody: body, headers: ["Content-Type": "application/json"], timeout: 600)
     }
 
     /// Two batches of 60,000 inbox rows each are posted at once; while they are stored, a single
