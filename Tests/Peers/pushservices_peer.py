@@ -8,7 +8,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from pushdoubles import APNsDouble, FCMDouble, ca_file, make_apns_key  # noqa: E402
-from relaypeer import Receiver, Relay, registry, run_checks, wait_for  # noqa: E402
+from relaypeer import Receiver, Relay, post, pushed, registry, run_checks, wait_for  # noqa: E402
 
 
 def call_text(relay, path):
@@ -37,18 +37,6 @@ def token(n):
 def register_apns(relay, user, device, n, **apns):
     status, body = relay.http("PUT", f"/v1/users/{user}/devices/{device}", {"apns": {"token": token(n), **apns}})
     assert status == 201, body
-
-
-def post(relay, message_id, user, **extra):
-    status, body = relay.http("POST", "/v1/messages", {
-        "id": message_id, "recipients": [user], "payload": {"n": message_id},
-        "push": {"title": "Carol", "body": f"text of {message_id}"}, **extra})
-    assert status == 202, body
-
-
-def pushed(relay, message_id):
-    status, body = relay.http("GET", f"/v1/messages/{message_id}")
-    return status == 200 and all(r["state"] == "pushed" for r in body["recipients"])
 
 
 def answered(double, device_token):

@@ -83,6 +83,20 @@ class Relay:
             self.proc.wait(10)
 
 
+def post(relay, message_id, user, **extra):
+    """Posts a message for `user` with a push text ("text of <id>"); asserts the 202."""
+    status, body = relay.http("POST", "/v1/messages", {
+        "id": message_id, "recipients": [user], "payload": {"n": message_id},
+        "push": {"title": "Carol", "body": f"text of {message_id}"}, **extra})
+    assert status == 202, body
+
+
+def pushed(relay, message_id):
+    """Whether the relay has recorded the message pushed to every recipient."""
+    status, body = relay.http("GET", f"/v1/messages/{message_id}")
+    return status == 200 and all(r["state"] == "pushed" for r in body["recipients"])
+
+
 def wait_for(predicate, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

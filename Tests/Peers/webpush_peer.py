@@ -8,7 +8,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from pushdoubles import WebPushEndpoint, ca_file  # noqa: E402
-from relaypeer import Receiver, Relay, registry, run_checks, wait_for  # noqa: E402
+from relaypeer import Receiver, Relay, post, pushed, registry, run_checks, wait_for  # noqa: E402
 
 checks, check = registry()
 
@@ -33,18 +33,6 @@ def subscribe(relay, service, user, device="browser"):
     assert status == 201, body
     assert body["transport"] == "webPush", body
     return subscription
-
-
-def post(relay, message_id, user, **extra):
-    status, body = relay.http("POST", "/v1/messages", {
-        "id": message_id, "recipients": [user], "payload": {"n": message_id},
-        "push": {"title": "Carol", "body": f"text of {message_id}"}, **extra})
-    assert status == 202, body
-
-
-def pushed(relay, message_id):
-    status, body = relay.http("GET", f"/v1/messages/{message_id}")
-    return status == 200 and all(r["state"] == "pushed" for r in body["recipients"])
 
 
 @check("an offline browser gets one encrypted push per window with the unread count; VAPID verified")
