@@ -28,6 +28,9 @@ final class LiveHub: Sendable {
         var debouncer: PresenceDebouncer
         /// Until when the other nodes count this node's devices (renewed while it holds any).
         var leaseUntil = Timestamp(milliseconds: 0)
+        /// `lastOnline` of devices that went offline here, until the store has it: presence read
+        /// meanwhile says the new time, not the stored older one.
+        var unrecorded: [String: [String: Timestamp]] = [:]
 
         func deviceOnline(_ userId: String, _ deviceId: String) -> Bool {
             devices[userId]?[deviceId]?.online ?? false
@@ -105,14 +108,17 @@ final class LiveHub: Sendable {
         let (was, isOnline, lease) = state.withLock { state -> (Bool, Bool, Timestamp?) in
             let was = state.deviceOnline(userId, deviceId)
             body(&state)
+            let isOnline = state.deviceOnline(userId, deviceId)
             state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
+            // Offline and its time are seen together, before the store has the time.
+            if was && !isOnline { state.unrecorded[userId, default: [:]][deviceId] = time }
             // A first device online: the lease goes out with it.
-            return (was, state.deviceOnline(userId, deviceId), state.renewLeaseIfDue(at: time, leaseMs: leaseMs))
+            return (was, isOnline, state.renewLeaseIfDue(at: time, leaseMs: leaseMs))
         }
         if let lease { store.renewLease(until: lease) }
         guard was != isOnline else { return }
         store.announcePresence(userId: userId, deviceId: deviceId, online: isOnline)
-        if was { recordOffline(userId, deviceId) }
+        if was { recordOffline(userId, deviceId, at: time) }
     }
 
     // MARK: Sessions
@@ -158,13 +164,25 @@ final class LiveHub: Sendable {
         for id in ids { setBackground(id, background) }
     }
 
-    private func recordOffline(_ userId: String, _ deviceId: String) {
+    private func recordOffline(_ userId: String, _ deviceId: String, at time: Timestamp) {
         let logger = self.logger
-        store.recordLastOnline(userId: userId, deviceId: deviceId, at: now()) { result in
+        store.recordLastOnline(userId: userId, deviceId: deviceId, at: time) { [state] result in
+            state.withLock { state in
+                guard state.unrecorded[userId]?[deviceId] == time else { return }
+                state.unrecorded[userId]?[deviceId] = nil
+                if state.unrecorded[userId]?.isEmpty == true { state.unrecorded[userId] = nil }
+            }
             if case .failure(let error) = result {
                 logger.warning("could not record lastOnline", ("user.id", userId), ("error", "\(error)"))
             }
         }
+    }
+
+    /// Each device's `lastOnline`: the store's, or a newer one this node is still writing.
+    func lastOnline(_ userId: String) throws(StoreError) -> [String: Timestamp] {
+        let stored = try store.lastOnline(userId: userId)
+        let pending = state.withLock { $0.unrecorded[userId] ?? [:] }
+        return stored.merging(pending) { max($0, $1) }
     }
 
     /// The ack cursor of `userId` moved: tell the chat server (`message.acked`).

@@ -3,9 +3,9 @@ import RelayHTTP
 import RelayStore
 
 extension RelayAPI {
-    /// `GET /v1/users/{userId}/presence`: online from the gateway, `lastOnline` from the store
-    /// (null for a user never seen); devices are the registered push devices and every device
-    /// ever seen on a WebSocket.
+    /// `GET /v1/users/{userId}/presence`: online from the gateway, `lastOnline` from the store or,
+    /// while it writes a newer one, the hub (null for a user never seen); devices are the
+    /// registered push devices and every device ever seen on a WebSocket.
     func getPresence(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
         let userId = try request.identifier("userId")
@@ -33,7 +33,7 @@ extension RelayAPI {
 
     private func writePresence(_ userId: String, into writer: inout JSONWriter, _ reply: Reply) throws(APIError) {
         let (registered, seen) = try read(reply) { () throws(StoreError) in
-            (try store.devices(userId: userId), try store.lastOnline(userId: userId))
+            (try store.devices(userId: userId), try live.hub.lastOnline(userId))
         }
         let online = live.hub.onlineDevices(userId)
         let ids = Set(registered.map(\.deviceId)).union(seen.keys).union(online).sorted()

@@ -70,7 +70,7 @@ extension RelayAPI {
         let connected = live.hub.devices(of: userId)
         guard !connected.contains(deviceId) else { return }
         let (registered, seen) = try read(reply) { () throws(StoreError) in
-            (try store.devices(userId: userId), try store.lastOnline(userId: userId))
+            (try store.devices(userId: userId), try live.hub.lastOnline(userId))
         }
         let known = connected.union(registered.map(\.deviceId)).union(seen.keys)
         guard known.contains(deviceId) || known.count < config.maxDevicesPerUser else {
