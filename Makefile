@@ -155,7 +155,7 @@ asan: deps
 	LSAN_OPTIONS=suppressions=$$(pwd)/Tests/lsan.supp PUSHRELAY_BIN=$$(pwd)/.build/asan/debug/pushrelay \
 	  $(SWIFT) test --sanitize=address --scratch-path .build/asan
 
-## screenshot: the operator console's picture in the README (docs/console.png), from a real browser
+## screenshot: the operator console's picture in docs/API.md (docs/console.png), from a real browser
 screenshot: test-deps $(VENV)/.installed
 	$(SWIFT) build
 	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay --screenshot docs/console.png

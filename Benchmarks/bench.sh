@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`: every benchmark of issue 12 in one go, RUNS times (default 2), each run with its
+# `make bench`: the benchmarks of BENCHMARKS.md's top tables, RUNS times (default 2), each run with its
 # anchors measured in the same script run, then one table of every run's figures spliced into
 # BENCHMARKS.md (between the make-bench markers) and Benchmarks/results/bench.md.
 #

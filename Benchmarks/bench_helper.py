@@ -387,7 +387,8 @@ MARK_END = "<!-- make-bench:end -->"
 
 def cmd_summary(args):
     """Every run's figures of one `make bench` (run.sh, websocket.sh and idle_cpu.sh output in
-    DIR), one column per run, with the issue's targets; written between the markers."""
+    DIR), one column per run, with the targets; written between the markers (the top of
+    BENCHMARKS.md: whatever follows the end marker is kept)."""
     out_dir, md_path = args
     ingest = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("ingest")]
     ws = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("ws")]
@@ -465,7 +466,7 @@ def cmd_summary(args):
                  f"{idle.get('wakeups')} wake-ups, {idle.get('ticks')} CPU ticks in {idle.get('seconds')} s")
     rows.append(("**Idle** after work (context switches, all threads)", [idle_cell] + [""] * (runs - 1), "0"))
 
-    lines = [MARK_BEGIN, "", f"## `make bench` (issue 12): {meta.get('date', '?')}, commit {meta.get('commit', '?')}", ""]
+    lines = [MARK_BEGIN, "", f"## `make bench`: {meta.get('date', '?')}, commit {meta.get('commit', '?')}", ""]
     lines.append(f"Command: `make bench` (RUNS={runs}): `Benchmarks/run.sh` {len(ingest)}×, "
                  f"`Benchmarks/websocket.sh` {len(ws)}×, `Benchmarks/idle_cpu.sh` once; {meta.get('cpus')} CPUs; "
                  f"wrk {meta.get('wrk_args')}; {meta.get('payload_bytes')}-byte payloads; one recipient of "

@@ -31,7 +31,7 @@ package enum Command {
         every setting can be a flag (--listen 127.0.0.1:8080), an environment variable
         (PUSHRELAY_LISTEN) or a key of the JSON config file (listen; --config FILE or
         PUSHRELAY_CONFIG); flags win over the environment, which wins over the file.
-        See README.md for the list.
+        See docs/CONFIGURATION.md for the list.
         """
 
     static let usageLine = "usage: pushrelay <command> [--setting value ...] [options]   (pushrelay --help lists them)"

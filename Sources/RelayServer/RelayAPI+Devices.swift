@@ -32,7 +32,7 @@ extension RelayAPI {
         guard config.offers(transport.kind) else {
             throw APIError(
                 400, "transport_unavailable",
-                "this relay has no credentials for '\(transport.kind.member)'; see the README's Push services")
+                "this relay has no credentials for '\(transport.kind.member)'; see docs/CONFIGURATION.md")
         }
         if let url = transport.clientChosenURL, !allowList.allows(host: url.host, port: url.port) {
             throw APIError(

@@ -6,8 +6,8 @@
 
 Checks: the page loads and signs in with no console errors; a wrong key shows a clear error; a
 message posted by the test appears live in the watch panel; a dead letter made by the test is
-replayed with its button and then shows as delivered. `--screenshot` saves the console, as the
-README shows it, after the checks."""
+replayed with its button and then shows as delivered. `--screenshot` saves the console, as
+docs/API.md shows it, after the checks."""
 import http.server
 import sys
 import threading

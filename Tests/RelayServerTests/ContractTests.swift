@@ -99,16 +99,22 @@ import Testing
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
-    /// `deploy/config.example.json` lists every setting, and the README's table names each one.
-    @Test func theExampleConfigAndTheReadmeListEverySetting() throws {
+    /// `deploy/config.example.json` lists every setting, and docs/CONFIGURATION.md's tables give each
+    /// one's key, variable and flag in a row of its own.
+    @Test func theExampleConfigAndTheConfigurationDocListEverySetting() throws {
         let root = Self.repositoryRoot
         let example = try Data(contentsOf: root.appendingPathComponent("deploy/config.example.json"))
         let listed = Set((try JSONSerialization.jsonObject(with: example) as? [String: Any] ?? [:]).keys)
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let document = try String(
+            contentsOf: root.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
         for setting in ConfigLoader.settings {
             #expect(listed.contains(setting.key), "config.example.json lacks \(setting.key)")
-            #expect(readme.contains("`\(setting.environmentName)`"), "the README's table lacks \(setting.key)")
+            let row = "| `\(setting.key)` | `\(setting.environmentName)` | `\(setting.flag)` |"
+            #expect(document.contains(row), "docs/CONFIGURATION.md has no row \(row)")
         }
+        let documented = document.split(separator: "\n").filter { $0.contains("` | `PUSHRELAY_") }
+            .compactMap { $0.split(separator: "`").dropFirst().first.map(String.init) }
+        #expect(Set(documented).subtracting(ConfigLoader.settings.map(\.key)).isEmpty)
         #expect(listed.subtracting(ConfigLoader.settings.map(\.key)).isEmpty)
     }
 }
