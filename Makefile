@@ -78,6 +78,7 @@ $(SYNAPSE_VENV)/.installed: Makefile
 ## machine every time, as they must pass there.
 test: test-deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
+	python3 Tests/Docs/links.py
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory -j2 --output-sync=line test-end-to-end sanitizer-builds
 	$(MAKE) --no-print-directory fuzz-smoke
