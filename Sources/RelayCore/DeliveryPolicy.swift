@@ -118,7 +118,7 @@ package enum PushKind: String, Sendable {
     case clear
 }
 
-/// Where a push job is in its life. Stored as its raw value.
+/// Where a push job (or an event job: never `cancelled`) is in its life. Stored as its raw value.
 package enum JobState: String, Sendable, CaseIterable {
     case pending
     case delivered
