@@ -1,16 +1,16 @@
 /// A value read at one moment and reused until it is `windowMs` old: any number of reads within
 /// the window cost one. Pure; the caller supplies the time (monotonic milliseconds).
-public struct CachedValue<Value: Sendable>: Sendable {
-    public let windowMs: Int64
+package struct CachedValue<Value: Sendable>: Sendable {
+    package let windowMs: Int64
     private var stored: (value: Value, at: Int64)?
 
-    public init(windowMs: Int64) { self.windowMs = windowMs }
+    package init(windowMs: Int64) { self.windowMs = windowMs }
 
     /// The value stored less than `windowMs` before `now`, if any.
-    public func value(now: Int64) -> Value? {
+    package func value(now: Int64) -> Value? {
         guard let stored, now >= stored.at, now - stored.at < windowMs else { return nil }
         return stored.value
     }
 
-    public mutating func store(_ value: Value, now: Int64) { stored = (value, now) }
+    package mutating func store(_ value: Value, now: Int64) { stored = (value, now) }
 }

@@ -2,17 +2,17 @@
 ///
 /// The promise is "exactly the range you missed, or an explicit resync": a cursor from another
 /// epoch, from the future, or from before what was pruned gets `complete: false`.
-public struct CatchUpWindow: Sendable, Equatable {
+package struct CatchUpWindow: Sendable, Equatable {
     /// Whether the answer covers every message after the cursor.
-    public var complete: Bool
+    package var complete: Bool
     /// Read rows with `seq > readAfter`; nil means read nothing (the cursor is meaningless here).
-    public var readAfter: Int64?
+    package var readAfter: Int64?
 
     /// - Parameters:
     ///   - after: the client's cursor, the last seq it holds.
     ///   - clientEpoch: the epoch the cursor belongs to, when the client sent one.
     ///   - epoch, headSeq, prunedSeq: the inbox: its epoch, last seq given out, highest seq deleted.
-    public init(after: Int64, clientEpoch: String?, epoch: String, headSeq: Int64, prunedSeq: Int64) {
+    package init(after: Int64, clientEpoch: String?, epoch: String, headSeq: Int64, prunedSeq: Int64) {
         if let clientEpoch, clientEpoch != epoch {
             self = CatchUpWindow(complete: false, readAfter: nil)
         } else if after > headSeq {

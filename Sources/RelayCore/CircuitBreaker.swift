@@ -1,8 +1,8 @@
 /// Per-host circuit breaker for webhook deliveries (docs/ARCHITECTURE.md §2): after `threshold` failures in a
 /// row a host is paused — its jobs wait instead of tying up delivery threads — then probed with
 /// one request after a delay that grows with each reopening (capped).
-public struct CircuitBreaker: Sendable, Equatable {
-    public enum State: Sendable, Equatable {
+package struct CircuitBreaker: Sendable, Equatable {
+    package enum State: Sendable, Equatable {
         case closed(failures: Int)
         /// Paused until `until`; `openings` counts consecutive openings (for the probe backoff).
         case open(until: Timestamp, openings: Int)
@@ -10,23 +10,25 @@ public struct CircuitBreaker: Sendable, Equatable {
         case halfOpen(openings: Int)
     }
 
-    public private(set) var state: State = .closed(failures: 0)
-    public var threshold: Int
-    public var retry: RetryPolicy
+    package private(set) var state: State = .closed(failures: 0)
+    package var threshold: Int
+    package var retry: RetryPolicy
 
-    public init(threshold: Int = 5, retry: RetryPolicy = RetryPolicy(baseMilliseconds: 1000, capMilliseconds: 60_000)) {
+    package init(
+        threshold: Int = 5, retry: RetryPolicy = RetryPolicy(baseMilliseconds: 1000, capMilliseconds: 60_000)
+    ) {
         self.threshold = threshold
         self.retry = retry
     }
 
-    public var isOpen: Bool {
+    package var isOpen: Bool {
         if case .closed = state { return false }
         return true
     }
 
     /// Until when the host is paused, or nil when a delivery could start now (as the probe, if
     /// the pause is over). Changes nothing: `allows(at:)` takes the go-ahead.
-    public func pausedUntil(at now: Timestamp) -> Int64? {
+    package func pausedUntil(at now: Timestamp) -> Int64? {
         switch state {
         case .closed: return nil
         // A probe is in flight: its outcome decides; look again a second later.
@@ -36,7 +38,7 @@ public struct CircuitBreaker: Sendable, Equatable {
     }
 
     /// Whether a delivery may start now; moves an expired pause to half-open (the probe).
-    public mutating func allows(at now: Timestamp) -> Bool {
+    package mutating func allows(at now: Timestamp) -> Bool {
         switch state {
         case .closed: return true
         case .halfOpen: return false
@@ -47,17 +49,17 @@ public struct CircuitBreaker: Sendable, Equatable {
         }
     }
 
-    public mutating func recordSuccess() { state = .closed(failures: 0) }
+    package mutating func recordSuccess() { state = .closed(failures: 0) }
 
     /// The probe said nothing about the host (its job had expired, its URL was refused, the host
     /// answered a 4xx): pause again as long as before and probe again then, instead of staying
     /// half-open with no probe in flight.
-    public mutating func recordInconclusive(at now: Timestamp) {
+    package mutating func recordInconclusive(at now: Timestamp) {
         guard case .halfOpen(let openings) = state else { return }
         open(openings: openings, now)
     }
 
-    public mutating func recordFailure(at now: Timestamp) {
+    package mutating func recordFailure(at now: Timestamp) {
         switch state {
         case .closed(let failures):
             if failures + 1 >= threshold { open(openings: 1, now) } else { state = .closed(failures: failures + 1) }

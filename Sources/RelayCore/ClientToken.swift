@@ -1,24 +1,24 @@
 import WebSocketCodec
 
 /// The claims of a client token: who may read which inbox, until when.
-public struct ClientClaims: Sendable, Equatable {
+package struct ClientClaims: Sendable, Equatable {
     /// `sub`: the user whose inbox the token opens.
-    public var userId: String
+    package var userId: String
     /// `did`: the device, needed for presence; optional so that tokens minted by a chat server
     /// for REST polling alone still work.
-    public var deviceId: String?
+    package var deviceId: String?
     /// `exp`, in seconds since the epoch. Required: a token that never expires is refused.
-    public var expiresAt: Int64
-    public var notBefore: Int64?
-    public var issuedAt: Int64?
+    package var expiresAt: Int64
+    package var notBefore: Int64?
+    package var issuedAt: Int64?
 
     /// The lifetimes, in seconds, the relay mints tokens for (`POST /v1/tokens` and `pushrelay
     /// token` alike): at most 30 days, since a token cannot be revoked short of deleting its device.
-    public static let mintedLifetimes: ClosedRange<Int64> = 60...2_592_000
+    package static let mintedLifetimes: ClosedRange<Int64> = 60...2_592_000
     /// A minted token's lifetime when none is asked for.
-    public static let defaultLifetime: Int64 = 3600
+    package static let defaultLifetime: Int64 = 3600
 
-    public init(userId: String, deviceId: String?, expiresAt: Int64, notBefore: Int64? = nil, issuedAt: Int64? = nil) {
+    package init(userId: String, deviceId: String?, expiresAt: Int64, notBefore: Int64? = nil, issuedAt: Int64? = nil) {
         self.userId = userId
         self.deviceId = deviceId
         self.expiresAt = expiresAt
@@ -28,7 +28,7 @@ public struct ClientClaims: Sendable, Equatable {
 }
 
 /// Why a client token was refused; the HTTP layer answers 401 with the reason as message.
-public enum ClientTokenError: Error, Equatable, Sendable {
+package enum ClientTokenError: Error, Equatable, Sendable {
     case malformed
     case unsupportedAlgorithm(String)
     case badSignature
@@ -36,7 +36,7 @@ public enum ClientTokenError: Error, Equatable, Sendable {
     case notYetValid
     case invalidClaim(String)
 
-    public var message: String {
+    package var message: String {
         switch self {
         case .malformed: return "the token is not a well-formed JWT"
         case .unsupportedAlgorithm(let alg): return "unsupported token algorithm '\(alg)', only HS256 is accepted"
@@ -50,19 +50,19 @@ public enum ClientTokenError: Error, Equatable, Sendable {
 
 /// HS256 JWTs for clients (RFC 7519). The HMAC is injected so this stays pure: the server
 /// passes libcrypto's, tests may pass their own.
-public struct ClientTokenCodec: Sendable {
-    public typealias HMAC = @Sendable (_ message: [UInt8]) -> [UInt8]
+package struct ClientTokenCodec: Sendable {
+    package typealias HMAC = @Sendable (_ message: [UInt8]) -> [UInt8]
 
     private let hmac: HMAC
     /// Clock skew tolerated on `exp` and `nbf`, in seconds.
-    public var leeway: Int64
+    package var leeway: Int64
 
-    public init(hmac: @escaping HMAC, leeway: Int64 = 30) {
+    package init(hmac: @escaping HMAC, leeway: Int64 = 30) {
         self.hmac = hmac
         self.leeway = leeway
     }
 
-    public func encode(_ claims: ClientClaims) -> String {
+    package func encode(_ claims: ClientClaims) -> String {
         var payload = JSONWriter()
         payload.beginObject()
         payload.key("sub")
@@ -89,7 +89,7 @@ public struct ClientTokenCodec: Sendable {
     private static let header = Base64.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8), .url)
 
     /// Verifies signature, algorithm and time claims; `now` in seconds since the epoch.
-    public func verify(_ token: String, now: Int64) throws(ClientTokenError) -> ClientClaims {
+    package func verify(_ token: String, now: Int64) throws(ClientTokenError) -> ClientClaims {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, token.utf8.count <= 8192 else { throw .malformed }
         guard let headerBytes = Base64.decode(parts[0], .url), let header = try? JSONParser.parse(headerBytes),
@@ -126,7 +126,7 @@ public struct ClientTokenCodec: Sendable {
     /// The latest NumericDate kept as it is (9999-12-31T23:59:59Z). Libraries write `exp` =
     /// 2^63−1 or 1e300 for "never expires": such values are clamped here, so that no later
     /// arithmetic on a claim (leeway, milliseconds, socket deadlines) can overflow.
-    public static let latestDate: Int64 = 253_402_300_799
+    package static let latestDate: Int64 = 253_402_300_799
 
     /// A NumericDate may carry a fraction (RFC 7519 §2); whole seconds are enough here. Any
     /// finite number is accepted and clamped to `±latestDate`.

@@ -4,19 +4,19 @@
 /// offline at once.
 ///
 /// Pure: notes and time go in, answers come out; no clock, no timers inside.
-public struct ClusterPresence: Sendable {
+package struct ClusterPresence: Sendable {
     /// How long a node that was heard of counts before a lease of its own arrives.
-    public let leaseMilliseconds: Int64
+    package let leaseMilliseconds: Int64
     private var leases: [String: Timestamp] = [:]
     /// user → device → the nodes holding it online.
     private var online: [String: [String: Set<String>]] = [:]
 
-    public init(leaseMilliseconds: Int64) {
+    package init(leaseMilliseconds: Int64) {
         self.leaseMilliseconds = leaseMilliseconds
     }
 
     /// A device went online or offline on `node`.
-    public mutating func set(node: String, userId: String, deviceId: String, online isOnline: Bool, now: Timestamp) {
+    package mutating func set(node: String, userId: String, deviceId: String, online isOnline: Bool, now: Timestamp) {
         if isOnline {
             online[userId, default: [:]][deviceId, default: []].insert(node)
             if leases[node] == nil { leases[node] = Timestamp(milliseconds: now.milliseconds + leaseMilliseconds) }
@@ -28,13 +28,13 @@ public struct ClusterPresence: Sendable {
     }
 
     /// `node`'s devices count until `until`.
-    public mutating func renew(node: String, until: Timestamp) {
+    package mutating func renew(node: String, until: Timestamp) {
         leases[node] = max(leases[node] ?? until, until)
     }
 
     /// Replaces everything with a fresh read of the store: `(node, user, device, lease end)`.
     /// Returns the users whose online state may have changed.
-    public mutating func replace(
+    package mutating func replace(
         with entries: [(node: String, userId: String, deviceId: String, leaseUntil: Timestamp)]
     ) -> Set<String> {
         var users = Set(online.keys)
@@ -50,7 +50,7 @@ public struct ClusterPresence: Sendable {
 
     /// Removes the nodes whose lease ended by `now`, with their devices; returns them and the
     /// users who had a device on them.
-    public mutating func expire(now: Timestamp) -> (nodes: [String], users: Set<String>) {
+    package mutating func expire(now: Timestamp) -> (nodes: [String], users: Set<String>) {
         let ended = Set(leases.filter { $0.value <= now }.keys)
         guard !ended.isEmpty else { return ([], []) }
         for node in ended { leases[node] = nil }
@@ -67,14 +67,14 @@ public struct ClusterPresence: Sendable {
     }
 
     /// When the next lease of a node holding devices ends, if any does.
-    public var nextExpiry: Timestamp? {
+    package var nextExpiry: Timestamp? {
         let holding = Set(online.values.flatMap { $0.values.flatMap { $0 } })
         return leases.filter { holding.contains($0.key) }.values.min()
     }
 
     /// The devices of `userId` online on other nodes.
-    public func devices(of userId: String) -> Set<String> { Set(online[userId]?.keys.map { $0 } ?? []) }
+    package func devices(of userId: String) -> Set<String> { Set(online[userId]?.keys.map { $0 } ?? []) }
 
     /// Users with a device online on another node.
-    public var users: Set<String> { Set(online.keys) }
+    package var users: Set<String> { Set(online.keys) }
 }

@@ -1,7 +1,7 @@
 /// What happens to a push job, as data: the delivery path hands `DeliveryPolicy.decide` an event
 /// and executes the actions it gets back (SQL in the store, sockets in the notifier). No
 /// decision is taken anywhere else, so the whole life of a push can be read — and tested — here.
-public enum DeliveryEvent: Sendable, Equatable {
+package enum DeliveryEvent: Sendable, Equatable {
     /// A message was committed for one registered device, `online` per the snapshot taken before
     /// the write; `openWindowDue` is the device's open push window; `collapses` when the message
     /// has a collapse key.
@@ -17,7 +17,7 @@ public enum DeliveryEvent: Sendable, Equatable {
 }
 
 /// Whether a receiver host can take another attempt now.
-public enum HostGate: Sendable, Equatable {
+package enum HostGate: Sendable, Equatable {
     case open
     /// All its delivery slots are busy.
     case full
@@ -26,13 +26,13 @@ public enum HostGate: Sendable, Equatable {
 }
 
 /// Why pending jobs are cancelled (stored as their `last_error`).
-public enum CancelReason: String, Sendable, Equatable {
+package enum CancelReason: String, Sendable, Equatable {
     case acked
     case collapsed
     case superseded
 }
 
-public enum DeliveryAction: Sendable, Equatable {
+package enum DeliveryAction: Sendable, Equatable {
     /// Cancel the device's pending job with the same collapse key (RFC 8030 "Topic").
     case cancel(CancelReason)
     /// Queue the job, due then.
@@ -56,7 +56,7 @@ public enum DeliveryAction: Sendable, Equatable {
 extension DeliveryPolicy {
     /// The one decision function of the delivery path (docs/ARCHITECTURE.md §8).
     /// - Parameter random: draws the retry jitter in 0...1 (only called for a retry).
-    public func decide(_ event: DeliveryEvent, now: Int64, random: () -> Double = { 0.5 }) -> [DeliveryAction] {
+    package func decide(_ event: DeliveryEvent, now: Int64, random: () -> Double = { 0.5 }) -> [DeliveryAction] {
         switch event {
         case .committed(let online, let window, let collapses):
             let schedule = DeliveryAction.schedule(
@@ -84,7 +84,7 @@ extension DeliveryPolicy {
     /// An ack's consequences depend on no setting (the store applies them without a policy at
     /// hand): the user's pending message jobs up to the cursor are cancelled on every device, and
     /// devices already pushed something now read get a `clear`.
-    public static func decideAck(pushedDevices: [String]) -> [DeliveryAction] {
+    package static func decideAck(pushedDevices: [String]) -> [DeliveryAction] {
         [.cancel(.acked)] + pushedDevices.map { .sendClear(deviceId: $0) }
     }
 }

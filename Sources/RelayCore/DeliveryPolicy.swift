@@ -22,12 +22,12 @@
 /// Invariant (checked by the simulation in the tests): every committed message, for every
 /// registered device, ends acked, covered by a delivered push, dead-lettered with a reason, or
 /// with its device disabled or deleted — never nothing.
-public struct DeliveryPolicy: Sendable, Equatable {
-    public var pushDelayMs: Int64
-    public var ackTimeoutMs: Int64
-    public var retry: RetryPolicy
+package struct DeliveryPolicy: Sendable, Equatable {
+    package var pushDelayMs: Int64
+    package var ackTimeoutMs: Int64
+    package var retry: RetryPolicy
 
-    public init(pushDelayMs: Int64 = 3000, ackTimeoutMs: Int64 = 10_000, retry: RetryPolicy = RetryPolicy()) {
+    package init(pushDelayMs: Int64 = 3000, ackTimeoutMs: Int64 = 10_000, retry: RetryPolicy = RetryPolicy()) {
         self.pushDelayMs = pushDelayMs
         self.ackTimeoutMs = ackTimeoutMs
         self.retry = retry
@@ -39,17 +39,17 @@ public struct DeliveryPolicy: Sendable, Equatable {
     /// ack on its own, so that a prompt ack is never overtaken by an older window's push.
     /// - Parameter openWindowDue: the earliest due time after `now` among the device's pending
     ///   message jobs (its open push window), if any.
-    public func dueAt(committedAt now: Int64, online: Bool, openWindowDue: Int64?) -> Int64 {
+    package func dueAt(committedAt now: Int64, online: Bool, openWindowDue: Int64?) -> Int64 {
         if online { return now + ackTimeoutMs }
         guard let window = openWindowDue, window > now else { return now + pushDelayMs }
         return min(now + pushDelayMs, window)
     }
 
     /// The device was sent the message by a catch-up: its push now waits for the ack.
-    public func dueAfterCatchUp(currentDue: Int64, now: Int64) -> Int64 { max(currentDue, now + ackTimeoutMs) }
+    package func dueAfterCatchUp(currentDue: Int64, now: Int64) -> Int64 { max(currentDue, now + ackTimeoutMs) }
 
     /// What an attempt means for its jobs.
-    public enum Verdict: Sendable, Equatable {
+    package enum Verdict: Sendable, Equatable {
         case delivered
         case deviceGone(reason: String)
         case retry(error: String, at: Int64)
@@ -61,7 +61,7 @@ public struct DeliveryPolicy: Sendable, Equatable {
 
     /// What an attempt says about the receiver host, for its circuit breaker. Only what the host
     /// did counts: an expired job, a refused URL or a 4xx dead letter says nothing about it.
-    public enum HostHealth: Sendable, Equatable {
+    package enum HostHealth: Sendable, Equatable {
         case alive
         case failing
         case unknown
@@ -70,7 +70,7 @@ public struct DeliveryPolicy: Sendable, Equatable {
     /// Judges one attempt (`attempts` made before it) of jobs that may be retried until
     /// `expiresAt`; `random` in 0...1 draws the backoff's jitter (only for a retry: drawing costs
     /// a system call).
-    public func judge(
+    package func judge(
         _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: @autoclosure () -> Double
     ) -> (verdict: Verdict, host: HostHealth) {
         switch outcome {
@@ -106,20 +106,20 @@ public struct DeliveryPolicy: Sendable, Equatable {
     }
 
     /// Jobs whose TTL passed before an attempt: dead, and the host is not judged.
-    public func expired(now: Int64, expiresAt: Int64) -> Verdict? {
+    package func expired(now: Int64, expiresAt: Int64) -> Verdict? {
         now >= expiresAt ? .dead(error: "TTL expired before it could be delivered") : nil
     }
 }
 
 /// What a push job announces: a message (or a window of them), or a `clear` after the user read
 /// elsewhere (the badge goes down). Stored as its raw value.
-public enum PushKind: String, Sendable {
+package enum PushKind: String, Sendable {
     case message
     case clear
 }
 
-/// Where a push job is in its life. Stored as its raw value.
-public enum JobState: String, Sendable, CaseIterable {
+/// Where a push job (or an event job: never `cancelled`) is in its life. Stored as its raw value.
+package enum JobState: String, Sendable, CaseIterable {
     case pending
     case delivered
     case dead

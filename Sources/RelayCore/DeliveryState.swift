@@ -1,5 +1,5 @@
 /// How a recipient was first served, as `POST /v1/messages` reports it.
-public enum InitialDelivery: String, Sendable {
+package enum InitialDelivery: String, Sendable {
     /// Sent on an open WebSocket.
     case live
     /// Queued for a push notification.
@@ -10,12 +10,12 @@ public enum InitialDelivery: String, Sendable {
 
 /// Where one (message, recipient) stands: `stored → live | pushed → fetched → acked`, or it
 /// ended as `expired` (TTL) or `dead` (push gave up).
-public enum DeliveryState: String, Sendable {
+package enum DeliveryState: String, Sendable {
     case stored, live, pushed, fetched, acked, expired, dead
 
     /// Derives the state from the inbox cursors, so that acks and fetches move every message
     /// below them at once without a write per row.
-    public static func derive(
+    package static func derive(
         recorded: DeliveryState, seq: Int64, ackSeq: Int64, fetchedSeq: Int64, expiresAt: Timestamp, now: Timestamp
     ) -> DeliveryState {
         if seq <= ackSeq { return .acked }

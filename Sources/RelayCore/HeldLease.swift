@@ -8,34 +8,34 @@
 /// counts it, so a node resuming after the server ended its session delivers nothing more.
 ///
 /// Pure: events and monotonic time (milliseconds) go in, answers come out.
-public struct HeldLease: Sendable, Equatable {
-    public let leaseMilliseconds: Int64
+package struct HeldLease: Sendable, Equatable {
+    package let leaseMilliseconds: Int64
     /// When the last answered touch was sent; nil when not held.
     private var confirmed: Int64?
     /// When the last touch was sent, and whether its answer is still awaited.
     private var lastSent: Int64?
     private var awaiting = false
 
-    public init(leaseMilliseconds: Int64) {
+    package init(leaseMilliseconds: Int64) {
         self.leaseMilliseconds = leaseMilliseconds
     }
 
     /// Whether this node may deliver at `now`.
-    public func holds(at now: Int64) -> Bool {
+    package func holds(at now: Int64) -> Bool {
         guard let confirmed else { return false }
         return now &- confirmed < leaseMilliseconds
     }
 
     /// A touch went to the server at `now` (the first one right after the lock was granted: the
     /// grant itself may answer a request sent long ago).
-    public mutating func sent(at now: Int64) {
+    package mutating func sent(at now: Int64) {
         lastSent = now
         awaiting = true
     }
 
     /// The server answered the last touch. Returns true when this makes the node the holder at
     /// `now` and it was not a moment before (whoever delivers must look at once).
-    public mutating func answered(now: Int64) -> Bool {
+    package mutating func answered(now: Int64) -> Bool {
         let was = holds(at: now)
         if awaiting, let lastSent { confirmed = max(confirmed ?? lastSent, lastSent) }
         awaiting = false
@@ -43,7 +43,7 @@ public struct HeldLease: Sendable, Equatable {
     }
 
     /// The session ended: not held until granted again.
-    public mutating func lost() {
+    package mutating func lost() {
         confirmed = nil
         lastSent = nil
         awaiting = false
@@ -51,7 +51,7 @@ public struct HeldLease: Sendable, Equatable {
 
     /// When the next touch is due: a third of the lease after the last one was sent; nil while
     /// that one is unanswered (a second would not tell more) or nothing was sent.
-    public var nextTouch: Int64? {
+    package var nextTouch: Int64? {
         guard !awaiting, let lastSent else { return nil }
         return lastSent &+ max(1, leaseMilliseconds / 3)
     }

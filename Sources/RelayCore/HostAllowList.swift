@@ -8,9 +8,9 @@ import WebSocketCodec
 /// that allowing a host never opens every service on it (a Docker socket on `127.0.0.1:2375`, an
 /// actuator endpoint). IPv6 addresses with a port are written in brackets: `[::1]:9000`,
 /// `[fd00::]/8:*`. Everything not listed is refused.
-public struct HostAllowList: Sendable, Equatable {
+package struct HostAllowList: Sendable, Equatable {
     /// Which ports an entry allows.
-    public enum Ports: Sendable, Equatable {
+    package enum Ports: Sendable, Equatable {
         /// 80 and 443: an entry written without a port.
         case web
         case only(Int)
@@ -38,13 +38,13 @@ public struct HostAllowList: Sendable, Equatable {
 
     var entries: [Entry]
     /// The entries as configured, trimmed and lower-cased (for `check-config`).
-    public private(set) var spelled: [String] = []
+    package private(set) var spelled: [String] = []
 
     /// Allows nothing (the default).
-    public static let none = HostAllowList(entries: [])
+    package static let none = HostAllowList(entries: [])
 
     /// Parses the entries; a failure names the offending entry.
-    public static func parse(_ list: [String]) -> Result<HostAllowList, ValidationError> {
+    package static func parse(_ list: [String]) -> Result<HostAllowList, ValidationError> {
         var entries: [Entry] = []
         var spelled: [String] = []
         for raw in list {
@@ -114,7 +114,7 @@ public struct HostAllowList: Sendable, Equatable {
     }
 
     /// Whether `host` (as written in a URL, brackets allowed for IPv6) and `port` are allowed.
-    public func allows(host rawHost: String, port: Int) -> Bool {
+    package func allows(host rawHost: String, port: Int) -> Bool {
         let host = rawHost.lowercased().trimmingBrackets()
         if let address = IPAddress(host) { return allows(address: address, port: port) }
         return entries.contains { entry in
@@ -128,7 +128,7 @@ public struct HostAllowList: Sendable, Equatable {
     }
 
     /// Whether a resolved address is inside an allowed network, for `port`.
-    public func allows(address: IPAddress, port: Int) -> Bool {
+    package func allows(address: IPAddress, port: Int) -> Bool {
         entries.contains { entry in
             guard entry.ports.allows(port), case .network(let network, let prefix) = entry.target,
                 network.bytes.count == address.bytes.count

@@ -1,10 +1,10 @@
 /// An IPv4 or IPv6 address as 4 or 16 bytes. Only canonical textual forms are accepted
 /// (dotted decimal for IPv4): odd spellings such as `0x7f.1` are not addresses here, so they
 /// can only ever match an allow-list entry literally, never a CIDR.
-public struct IPAddress: Sendable, Hashable {
-    public var bytes: [UInt8]
+package struct IPAddress: Sendable, Hashable {
+    package var bytes: [UInt8]
 
-    public init?(_ text: some StringProtocol) {
+    package init?(_ text: some StringProtocol) {
         if let v4 = Self.parseIPv4(Substring(text)) {
             bytes = v4
         } else if let v6 = Self.parseIPv6(Substring(text)) {
@@ -14,7 +14,7 @@ public struct IPAddress: Sendable, Hashable {
         }
     }
 
-    public var isIPv4: Bool { bytes.count == 4 }
+    package var isIPv4: Bool { bytes.count == 4 }
 
     /// Four dotted decimal parts of 0...255, no leading zeros (an octal reading elsewhere would
     /// name another address). Byte by byte: the notifier parses a host per push.
@@ -103,7 +103,7 @@ extension IPAddress {
     /// Loopback, private, link-local, CGNAT, multicast, unspecified, documentation/benchmark and
     /// other non-public ranges, IPv4-mapped IPv6 included: where a push must never go unless the
     /// operator allowed that network explicitly (SSRF guard, checked after DNS resolution).
-    public var isSpecialPurpose: Bool {
+    package var isSpecialPurpose: Bool {
         if bytes.count == 16 {
             if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
                 return IPAddress(v4: Array(bytes[12..<16])).isSpecialPurpose
@@ -144,5 +144,5 @@ extension IPAddress {
     init(v4: [UInt8]) { bytes = v4 }
 
     /// From 4 or 16 raw bytes (as a resolver returns them).
-    public init(bytes: [UInt8]) { self.bytes = bytes }
+    package init(bytes: [UInt8]) { self.bytes = bytes }
 }

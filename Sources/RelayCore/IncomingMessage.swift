@@ -1,35 +1,35 @@
 /// Priority of a message for the push notifier (RFC 8030 "Urgency", reduced to two levels).
-public enum Priority: String, Sendable {
+package enum Priority: String, Sendable {
     case high
     case normal
 }
 
 /// A validated `POST /v1/messages` body.
-public struct IncomingMessage: Sendable, Equatable {
+package struct IncomingMessage: Sendable, Equatable {
     /// The chat server's message id; the idempotency key.
-    public var id: String
-    public var recipients: [String]
+    package var id: String
+    package var recipients: [String]
     /// The payload object, compactly serialized; relayed to clients exactly as stored.
-    public var payload: [UInt8]
-    public var conversationId: String?
-    public var senderId: String?
+    package var payload: [UInt8]
+    package var conversationId: String?
+    package var senderId: String?
     /// The `push` object (title, body, data), compactly serialized.
-    public var push: [UInt8]?
-    public var ttlSeconds: Int64
-    public var priority: Priority
-    public var collapseKey: String?
+    package var push: [UInt8]?
+    package var ttlSeconds: Int64
+    package var priority: Priority
+    package var collapseKey: String?
     /// The badge its pushes carry instead of the relay's unread count: a Matrix homeserver's
     /// `counts.unread` (never read from a `POST /v1/messages` body).
-    public var badge: Int64?
+    package var badge: Int64?
 
-    public static let maxRecipients = 1000
-    public static let maxTTLSeconds: Int64 = 31_536_000
+    package static let maxRecipients = 1000
+    package static let maxTTLSeconds: Int64 = 31_536_000
 
     /// Decodes and validates a parsed body.
     /// - Parameters:
     ///   - maxPayloadBytes: the largest serialized `payload` accepted (413 beyond).
     ///   - defaultTTLSeconds: the TTL of a message that names none (the retention window).
-    public init(json: JSONValue, maxPayloadBytes: Int, defaultTTLSeconds: Int64) throws(ValidationError) {
+    package init(json: JSONValue, maxPayloadBytes: Int, defaultTTLSeconds: Int64) throws(ValidationError) {
         let fields = try FieldReader(json)
         id = try fields.string("id")
         guard Identifier.isValidMessageId(id) else {

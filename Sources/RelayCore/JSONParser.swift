@@ -4,17 +4,17 @@
 /// (nesting depth) and fuzzable. Rejects trailing garbage, lone surrogates, control characters
 /// in strings, invalid UTF-8, and repeated member names (I-JSON). Names compare as Swift strings,
 /// that is by canonical equivalence: the same way `JSONValue`'s subscript finds a member.
-public struct JSONParser {
-    public struct Error: Swift.Error, Equatable, Sendable, CustomStringConvertible {
-        public var offset: Int
-        public var reason: String
-        public var description: String { "\(reason) at byte \(offset)" }
+package struct JSONParser {
+    package struct Error: Swift.Error, Equatable, Sendable, CustomStringConvertible {
+        package var offset: Int
+        package var reason: String
+        package var description: String { "\(reason) at byte \(offset)" }
     }
 
     /// Deepest nesting accepted; deeper documents are rejected rather than risking the stack.
-    public static let maxDepth = 64
+    package static let maxDepth = 64
 
-    public static func parse(_ bytes: some Collection<UInt8>) throws(Error) -> JSONValue {
+    package static func parse(_ bytes: some Collection<UInt8>) throws(Error) -> JSONValue {
         let array = Array(bytes)
         return try array.withUnsafeBufferPointer { buffer throws(Error) in
             var parser = Parser(bytes: buffer)

@@ -2,7 +2,7 @@
 ///
 /// Numbers keep their original text so that a payload is relayed exactly as the chat server
 /// wrote it (no `Double` rounding of large ids); objects keep their member order.
-public enum JSONValue: Sendable, Equatable {
+package enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case number(String)
@@ -10,7 +10,7 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([(String, JSONValue)])
 
-    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case let (.bool(a), .bool(b)): return a == b
@@ -24,19 +24,19 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// The member `key` of an object, or nil (the parser refuses repeated names).
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         return members.last(where: { $0.0 == key })?.1
     }
 
-    public var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil
     }
 
     /// The value as an integer when it is one mathematically (`60`, `60.0`, `6e1`) and is exactly
     /// representable; JSON Schema's `integer` means the same.
-    public var int64Value: Int64? {
+    package var int64Value: Int64? {
         guard case .number(let text) = self else { return nil }
         if let exact = Int64(text) { return exact }
         guard let double = Double(text), double.rounded() == double, abs(double) <= 9_007_199_254_740_992 else {
@@ -45,13 +45,13 @@ public enum JSONValue: Sendable, Equatable {
         return Int64(double)
     }
 
-    public var isNull: Bool {
+    package var isNull: Bool {
         if case .null = self { return true }
         return false
     }
 
     /// The kind, for error messages ("expected a string, got a number").
-    public var kindName: String {
+    package var kindName: String {
         switch self {
         case .null: return "null"
         case .bool: return "a boolean"
@@ -64,7 +64,7 @@ public enum JSONValue: Sendable, Equatable {
 
     /// The same value with every object's members sorted by key: two bodies that differ only in
     /// member order or spacing have the same canonical serialization (the idempotency fingerprint).
-    public var canonical: JSONValue {
+    package var canonical: JSONValue {
         switch self {
         case .array(let elements): return .array(elements.map(\.canonical))
         case .object(let members):
@@ -76,7 +76,7 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// Compact serialization: no spaces, members in their original order.
-    public var serialized: [UInt8] {
+    package var serialized: [UInt8] {
         var writer = JSONWriter()
         writer.value(self)
         return writer.bytes

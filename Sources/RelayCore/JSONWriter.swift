@@ -2,41 +2,41 @@
 ///
 /// Responses are written with this rather than `JSONEncoder`: a catch-up page splices stored
 /// payloads in as they are, and the hot paths avoid reflection and intermediate dictionaries.
-public struct JSONWriter: Sendable {
-    public private(set) var bytes: [UInt8] = []
+package struct JSONWriter: Sendable {
+    package private(set) var bytes: [UInt8] = []
     /// Whether the next member or element needs a leading comma, one flag per open container.
     private var needsComma: [Bool] = []
 
-    public init(capacity: Int = 256) {
+    package init(capacity: Int = 256) {
         bytes.reserveCapacity(capacity)
     }
 
     // MARK: Containers
 
-    public mutating func beginObject() {
+    package mutating func beginObject() {
         separate()
         bytes.append(UInt8(ascii: "{"))
         needsComma.append(false)
     }
 
-    public mutating func endObject() {
+    package mutating func endObject() {
         bytes.append(UInt8(ascii: "}"))
         needsComma.removeLast()
     }
 
-    public mutating func beginArray() {
+    package mutating func beginArray() {
         separate()
         bytes.append(UInt8(ascii: "["))
         needsComma.append(false)
     }
 
-    public mutating func endArray() {
+    package mutating func endArray() {
         bytes.append(UInt8(ascii: "]"))
         needsComma.removeLast()
     }
 
     /// Writes `"key":`; the value written next completes the member.
-    public mutating func key(_ key: String) {
+    package mutating func key(_ key: String) {
         separate()
         writeString(key)
         bytes.append(UInt8(ascii: ":"))
@@ -58,38 +58,38 @@ public struct JSONWriter: Sendable {
 
     // MARK: Scalars
 
-    public mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         separate()
         writeString(value)
     }
 
-    public mutating func int(_ value: some BinaryInteger) {
+    package mutating func int(_ value: some BinaryInteger) {
         separate()
         bytes.append(contentsOf: String(value).utf8)
     }
 
-    public mutating func bool(_ value: Bool) {
+    package mutating func bool(_ value: Bool) {
         separate()
         bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
-    public mutating func null() {
+    package mutating func null() {
         separate()
         bytes.append(contentsOf: "null".utf8)
     }
 
     /// Writes `value`, or `null` when it is nil.
-    public mutating func string(orNull value: String?) {
+    package mutating func string(orNull value: String?) {
         if let value { string(value) } else { null() }
     }
 
     /// Splices already-serialized JSON (a stored payload) in as one value.
-    public mutating func raw(_ json: some Collection<UInt8>) {
+    package mutating func raw(_ json: some Collection<UInt8>) {
         separate()
         bytes.append(contentsOf: json)
     }
 
-    public mutating func value(_ value: JSONValue) {
+    package mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()
         case .bool(let b): bool(b)
@@ -149,27 +149,27 @@ public struct JSONWriter: Sendable {
 
 /// Object members in one call each, for the shapes every writer of this code base needs.
 extension JSONWriter {
-    public mutating func member(_ name: String, _ value: String) {
+    package mutating func member(_ name: String, _ value: String) {
         key(name)
         string(value)
     }
 
-    public mutating func member(_ name: String, orNull value: String?) {
+    package mutating func member(_ name: String, orNull value: String?) {
         key(name)
         string(orNull: value)
     }
 
-    public mutating func member(_ name: String, _ value: Int64) {
+    package mutating func member(_ name: String, _ value: Int64) {
         key(name)
         int(value)
     }
 
-    public mutating func member(_ name: String, _ value: Bool) {
+    package mutating func member(_ name: String, _ value: Bool) {
         key(name)
         bool(value)
     }
 
-    public mutating func member(_ name: String, _ value: Timestamp?) {
+    package mutating func member(_ name: String, _ value: Timestamp?) {
         key(name)
         guard let value else { return null() }
         separate()

@@ -3,40 +3,40 @@
 /// like any other), or — without an `event_id` — a badge update.
 ///
 /// Pure: the API looks the devices up and stores the result.
-public struct MatrixNotification: Sendable, Equatable {
+package struct MatrixNotification: Sendable, Equatable {
     /// One pusher the homeserver addresses (`devices[]`).
-    public struct Device: Sendable, Equatable {
-        public var appId: String
-        public var pushkey: String
+    package struct Device: Sendable, Equatable {
+        package var appId: String
+        package var pushkey: String
         /// The pusher asked for ids and counts only (`data.format == "event_id_only"`).
-        public var eventIdOnly: Bool
+        package var eventIdOnly: Bool
     }
 
-    public var eventId: String?
-    public var roomId: String?
-    public var type: String?
-    public var sender: String?
-    public var senderDisplayName: String?
-    public var roomName: String?
+    package var eventId: String?
+    package var roomId: String?
+    package var type: String?
+    package var sender: String?
+    package var senderDisplayName: String?
+    package var roomName: String?
     /// `content`, compactly serialized.
-    public var content: [UInt8]?
+    package var content: [UInt8]?
     /// `content.body` when it is a string (the push's body).
-    public var body: String?
-    public var highPriority: Bool
+    package var body: String?
+    package var highPriority: Bool
     /// `counts.unread`: the homeserver's badge, which the push carries instead of the relay's own count.
-    public var unread: Int64?
-    public var missedCalls: Int64?
-    public var devices: [Device]
+    package var unread: Int64?
+    package var missedCalls: Int64?
+    package var devices: [Device]
 
-    public static let maxDevices = 100
+    package static let maxDevices = 100
     /// The longest `app_id` and `pushkey` a pusher may have (the client-server spec's limits):
     /// a longer one cannot be a registered device and comes back in `rejected`.
-    public static let maxAppIdCharacters = 64
-    public static let maxPushkeyCharacters = 512
+    package static let maxAppIdCharacters = 64
+    package static let maxPushkeyCharacters = 512
     /// What a push's title and body are shortened to: a push service's payload is ~4 KiB
     /// (APNs, FCM), and the title and body share it with the ids.
-    public static let maxTitleBytes = 512
-    public static let maxBodyBytes = 2048
+    package static let maxTitleBytes = 512
+    package static let maxBodyBytes = 2048
     /// Each name's share of the title, so that a long sender name leaves room for the room's.
     static let maxNameBytes = 240
     /// The longest `conversationId` and `senderId` a message carries; a longer room or user id
@@ -47,7 +47,7 @@ public struct MatrixNotification: Sendable, Equatable {
     /// `maxDevices` pushers): a homeserver retries a refused notify and holds every later one
     /// behind it, so nothing a well-formed notify carries — however long — refuses it. Empty
     /// strings count as absent; counts are clamped to 0…2³¹−1.
-    public init(json: JSONValue) throws(ValidationError) {
+    package init(json: JSONValue) throws(ValidationError) {
         guard let notification = json["notification"], case .object = notification else {
             throw ValidationError(.missingField, field: "notification", "'notification' must be an object")
         }
@@ -124,7 +124,7 @@ public struct MatrixNotification: Sendable, Equatable {
     /// `text` cut to at most `maxBytes` bytes of UTF-8, ending in "…" when cut. It is cut
     /// between characters (grapheme clusters); a single character longer than the budget is cut
     /// between Unicode scalars, never inside one.
-    public static func shortened(_ text: String, toBytes maxBytes: Int) -> String {
+    package static func shortened(_ text: String, toBytes maxBytes: Int) -> String {
         guard text.utf8.count > maxBytes else { return text }
         let ellipsis = "\u{2026}"
         let budget = maxBytes - ellipsis.utf8.count
@@ -170,7 +170,7 @@ public struct MatrixNotification: Sendable, Equatable {
 
     /// The relay's message id for this event in `userId`'s inbox: stable, so that a homeserver
     /// retrying the notify replays it instead of adding it twice. `digest` is SHA-256 (injected).
-    public func messageId(userId: String, digest: ([UInt8]) -> [UInt8]) -> String? {
+    package func messageId(userId: String, digest: ([UInt8]) -> [UInt8]) -> String? {
         guard let eventId else { return nil }
         return "mx_" + Self.hashed(Array(eventId.utf8) + [0] + Array(userId.utf8), digest: digest)
     }
@@ -194,7 +194,7 @@ public struct MatrixNotification: Sendable, Equatable {
     /// `maxTitleBytes`/`maxBodyBytes`; a room or sender id too long for `conversationId` or
     /// `senderId` goes there as its digest. `eventIdOnly` (every addressed pusher of the user
     /// asked for ids only) leaves the content and the names out of both payload and push.
-    public func messageRequest(
+    package func messageRequest(
         id: String, userId: String, eventIdOnly: Bool, maxPayloadBytes: Int, digest: ([UInt8]) -> [UInt8]
     ) -> [UInt8] {
         var payload: [UInt8] = [UInt8(ascii: "{"), UInt8(ascii: "}")]

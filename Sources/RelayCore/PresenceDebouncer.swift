@@ -3,14 +3,14 @@
 /// all, and a real change is reported once, `delay` after it happened.
 ///
 /// Pure: the caller feeds observations and asks for what is due; no clock, no timers inside.
-public struct PresenceDebouncer: Sendable {
-    public struct Change: Sendable, Equatable {
-        public var userId: String
-        public var online: Bool
+package struct PresenceDebouncer: Sendable {
+    package struct Change: Sendable, Equatable {
+        package var userId: String
+        package var online: Bool
         /// When the change really happened (not when it was reported).
-        public var at: Timestamp
+        package var at: Timestamp
 
-        public init(userId: String, online: Bool, at: Timestamp) {
+        package init(userId: String, online: Bool, at: Timestamp) {
             self.userId = userId
             self.online = online
             self.at = at
@@ -23,17 +23,17 @@ public struct PresenceDebouncer: Sendable {
         var due: Timestamp
     }
 
-    public let delayMilliseconds: Int64
+    package let delayMilliseconds: Int64
     /// What was last reported per user (absent: offline, never reported).
     private var reported: [String: Bool] = [:]
     private var pending: [String: Pending] = [:]
 
-    public init(delayMilliseconds: Int64) {
+    package init(delayMilliseconds: Int64) {
         self.delayMilliseconds = delayMilliseconds
     }
 
     /// The user's state is now `online`.
-    public mutating func observe(userId: String, online: Bool, at now: Timestamp) {
+    package mutating func observe(userId: String, online: Bool, at now: Timestamp) {
         let current = reported[userId] ?? false
         if online == current {
             pending[userId] = nil  // flapped back before it was reported
@@ -44,10 +44,10 @@ public struct PresenceDebouncer: Sendable {
     }
 
     /// Whether a change waits to be reported.
-    public var hasPending: Bool { !pending.isEmpty }
+    package var hasPending: Bool { !pending.isEmpty }
 
     /// Changes whose delay has passed, in the order they became due; they count as reported.
-    public mutating func due(at now: Timestamp) -> [Change] {
+    package mutating func due(at now: Timestamp) -> [Change] {
         let ready = pending.filter { $0.value.due <= now }.sorted { $0.value.due < $1.value.due }
         var changes: [Change] = []
         for (userId, change) in ready {
@@ -63,5 +63,5 @@ public struct PresenceDebouncer: Sendable {
     }
 
     /// When the next change becomes due, if any (for the caller's timer).
-    public var nextDue: Timestamp? { pending.values.map(\.due).min() }
+    package var nextDue: Timestamp? { pending.values.map(\.due).min() }
 }

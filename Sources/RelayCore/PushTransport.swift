@@ -3,43 +3,43 @@ import WebSocketCodec
 /// How a device is reached when it is not online: the signed webhook, or a push service the
 /// relay speaks itself. A device has exactly one. Parsed once from the device's JSON (the API
 /// body, and the same JSON as stored), so a stored transport is always one the API accepted.
-public enum PushTransport: Sendable, Equatable {
+package enum PushTransport: Sendable, Equatable {
     case webhook(PushURL)
     case apns(APNsDevice)
     case fcm(token: String)
     case webPush(WebPushSubscription)
 
-    public struct APNsDevice: Sendable, Equatable {
+    package struct APNsDevice: Sendable, Equatable {
         /// The device token, lower-case hex.
-        public var token: String
+        package var token: String
         /// The app's bundle id; `nil` means the relay's `apnsTopic`.
-        public var topic: String?
-        public var environment: Environment
+        package var topic: String?
+        package var environment: Environment
 
-        public enum Environment: String, Sendable, Equatable {
+        package enum Environment: String, Sendable, Equatable {
             case production
             case sandbox
         }
     }
 
     /// A browser's `PushSubscription.toJSON()`: its endpoint and its ECDH key and auth secret.
-    public struct WebPushSubscription: Sendable, Equatable {
-        public var endpoint: PushURL
+    package struct WebPushSubscription: Sendable, Equatable {
+        package var endpoint: PushURL
         /// The uncompressed P-256 point (65 bytes).
-        public var p256dh: [UInt8]
+        package var p256dh: [UInt8]
         /// 16 bytes.
-        public var auth: [UInt8]
+        package var auth: [UInt8]
     }
 
     /// Which transport, for the device's JSON, metrics and logs.
-    public enum Kind: String, Sendable, CaseIterable {
+    package enum Kind: String, Sendable, CaseIterable {
         case webhook
         case apns
         case fcm
         case webPush
     }
 
-    public var kind: Kind {
+    package var kind: Kind {
         switch self {
         case .webhook: return .webhook
         case .apns: return .apns
@@ -51,7 +51,7 @@ public enum PushTransport: Sendable, Equatable {
     /// The URL the relay itself connects to for this device, when the device chose it (a webhook
     /// or a browser's push service): the SSRF guard and the allow-list apply to it. APNs and FCM
     /// hosts come from the operator's settings.
-    public var clientChosenURL: PushURL? {
+    package var clientChosenURL: PushURL? {
         switch self {
         case .webhook(let url): return url
         case .webPush(let subscription): return subscription.endpoint
@@ -62,7 +62,7 @@ public enum PushTransport: Sendable, Equatable {
     // MARK: Parsing
 
     /// The transport named by a device body: exactly one of `pushUrl`, `apns`, `fcm`, `webPush`.
-    public init(device fields: FieldReader) throws(ValidationError) {
+    package init(device fields: FieldReader) throws(ValidationError) {
         let named = Kind.allCases.filter { fields.value($0.member) != nil }
         guard named.count == 1, let kind = named.first else {
             throw Self.invalid(
@@ -187,7 +187,7 @@ public enum PushTransport: Sendable, Equatable {
 
     /// The transport as the device's JSON carries it: `"pushUrl": "…"`, or `"apns": {…}` etc.
     /// (the same members the API accepts, so that the stored form parses back the same).
-    public func write(to writer: inout JSONWriter) {
+    package func write(to writer: inout JSONWriter) {
         switch self {
         case .webhook(let url):
             writer.member("pushUrl", url.text)
@@ -218,7 +218,7 @@ public enum PushTransport: Sendable, Equatable {
 
     /// The stored form (the devices' `transport` column): a webhook's URL as written, so rows
     /// from before the push services read the same; any other transport as its JSON object.
-    public var target: String {
+    package var target: String {
         if case .webhook(let url) = self { return url.text }
         var writer = JSONWriter()
         writer.beginObject()
@@ -228,7 +228,7 @@ public enum PushTransport: Sendable, Equatable {
     }
 
     /// Reads the stored form back (`nil` if it does not parse: a row written by hand).
-    public init?(target: String) {
+    package init?(target: String) {
         guard target.utf8.first == UInt8(ascii: "{") else {
             guard let url = try? PushURL(target) else { return nil }
             self = .webhook(url)
@@ -243,5 +243,5 @@ public enum PushTransport: Sendable, Equatable {
 
 extension PushTransport.Kind {
     /// The device body's member naming this transport.
-    public var member: String { self == .webhook ? "pushUrl" : rawValue }
+    package var member: String { self == .webhook ? "pushUrl" : rawValue }
 }

@@ -1,19 +1,19 @@
 /// A push or events URL, checked once at registration: `http` or `https`, a host, an optional
 /// port, no credentials. Parsing is deliberately strict and pure (no Foundation `URL`, whose
 /// leniency differs across platforms).
-public struct PushURL: Sendable, Equatable {
-    public var scheme: String
-    public var host: String
-    public var port: Int
+package struct PushURL: Sendable, Equatable {
+    package var scheme: String
+    package var host: String
+    package var port: Int
     /// Path and query, at least `/`.
-    public var target: String
+    package var target: String
     /// As it was written.
-    public var text: String
+    package var text: String
 
-    public static let maxLength = 2048
+    package static let maxLength = 2048
 
     /// `https://<host>/`, for a host name written in code (the push services' defaults).
-    public init(https host: String) {
+    package init(https host: String) {
         scheme = "https"
         self.host = host
         port = 443
@@ -21,7 +21,7 @@ public struct PushURL: Sendable, Equatable {
         text = "https://\(host)"
     }
 
-    public init(_ text: String) throws(ValidationError) {
+    package init(_ text: String) throws(ValidationError) {
         func invalid(_ why: String) -> ValidationError { ValidationError(.invalidField, field: "pushUrl", why) }
         self.text = text
         guard text.utf8.count <= Self.maxLength, text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })

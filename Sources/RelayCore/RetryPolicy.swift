@@ -3,30 +3,30 @@ import WebSocketCodec
 /// When to try a failed delivery again: exponential backoff with full jitter (a uniformly random
 /// delay between 0 and `min(cap, base · 2^attempt)`), which spreads retries of many jobs that
 /// failed together instead of sending them back in lockstep.
-public struct RetryPolicy: Sendable, Equatable {
-    public var baseMilliseconds: Int64
-    public var capMilliseconds: Int64
+package struct RetryPolicy: Sendable, Equatable {
+    package var baseMilliseconds: Int64
+    package var capMilliseconds: Int64
 
-    public init(baseMilliseconds: Int64 = 1000, capMilliseconds: Int64 = 600_000) {
+    package init(baseMilliseconds: Int64 = 1000, capMilliseconds: Int64 = 600_000) {
         self.baseMilliseconds = baseMilliseconds
         self.capMilliseconds = capMilliseconds
     }
 
     /// The ceiling of the delay after the `attempt`-th failure (1-based).
-    public func ceiling(afterAttempt attempt: Int) -> Int64 {
+    package func ceiling(afterAttempt attempt: Int) -> Int64 {
         let exponent = min(max(attempt - 1, 0), 40)
         let grown = baseMilliseconds.multipliedReportingOverflow(by: Int64(1) << Int64(exponent))
         return grown.overflow ? capMilliseconds : min(capMilliseconds, grown.partialValue)
     }
 
     /// A delay for the `attempt`-th failure, drawn with `random` (a value in 0...1).
-    public func delay(afterAttempt attempt: Int, random: Double) -> Int64 {
+    package func delay(afterAttempt attempt: Int, random: Double) -> Int64 {
         Int64((Double(ceiling(afterAttempt: attempt)) * min(max(random, 0), 1)).rounded(.down))
     }
 }
 
 /// What a push receiver's answer means for the job.
-public enum DeliveryOutcome: Sendable, Equatable {
+package enum DeliveryOutcome: Sendable, Equatable {
     case delivered
     /// The device is gone (webhook 404 / 410, APNs Unregistered, FCM UNREGISTERED): disable it
     /// and drop its jobs; `reason` is kept as the device's `disabled_reason`.
@@ -48,7 +48,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case requeue(reason: String)
 
     /// Classifies an HTTP status; `retryAfter` is the raw `Retry-After` header, if any.
-    public static func classify(status: Int, retryAfter: String?) -> DeliveryOutcome {
+    package static func classify(status: Int, retryAfter: String?) -> DeliveryOutcome {
         switch status {
         case 200..<300: return .delivered
         case 404, 410: return .deviceGone(reason: "push receiver answered 404/410")
@@ -60,7 +60,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
 
     /// `Retry-After` in delta-seconds (an HTTP date is not honoured: the backoff applies instead).
     /// Public for the providers' answers, which honour it the same way.
-    public static func parseRetryAfter(_ value: String?) -> Int64? {
+    package static func parseRetryAfter(_ value: String?) -> Int64? {
         guard let value, let seconds = Int64(value.trimmingASCIISpaces()), seconds >= 0, seconds <= 86_400 else {
             return nil
         }

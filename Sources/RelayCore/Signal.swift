@@ -1,23 +1,23 @@
 /// An ephemeral signal — typing, recording audio, presence in a conversation: relayed live to
 /// the online devices it is meant for, never stored, never pushed, never counted in `unread`.
 /// Parsed the same way from a client's `signal` frame and from `POST /v1/signals`.
-public struct Signal: Sendable, Equatable {
-    public var conversationId: String
+package struct Signal: Sendable, Equatable {
+    package var conversationId: String
     /// What it signals, e.g. `typing`: 1–64 of `A–Z a–z 0–9 . _ : -`.
-    public var name: String
+    package var name: String
     /// The optional `data` object, compactly serialized.
-    public var data: [UInt8]?
+    package var data: [UInt8]?
 
-    public static let maxDataBytes = 1024
-    public static let maxNameLength = 64
+    package static let maxDataBytes = 1024
+    package static let maxNameLength = 64
 
-    public init(conversationId: String, name: String, data: [UInt8]? = nil) {
+    package init(conversationId: String, name: String, data: [UInt8]? = nil) {
         self.conversationId = conversationId
         self.name = name
         self.data = data
     }
 
-    public init(_ fields: FieldReader) throws(ValidationError) {
+    package init(_ fields: FieldReader) throws(ValidationError) {
         // The same rule as a message's `conversationId` (room ids such as `!abc:example.org` pass).
         guard let conversation = try fields.optionalString("conversationId", maxLength: 200) else {
             throw ValidationError(.missingField, field: "conversationId", "'conversationId' is required")
@@ -43,7 +43,7 @@ public struct Signal: Sendable, Equatable {
 
     /// The members every form of a signal carries (frame, event): `conversationId`, `name`,
     /// `data` when present.
-    public func write(into writer: inout JSONWriter) {
+    package func write(into writer: inout JSONWriter) {
         writer.member("conversationId", conversationId)
         writer.member("name", name)
         if let data {
@@ -54,7 +54,7 @@ public struct Signal: Sendable, Equatable {
 
     /// The frame a recipient's devices get: `{"type":"signal", conversationId, name, senderId?,
     /// data?}`.
-    public func frame(senderId: String?) -> [UInt8] {
+    package func frame(senderId: String?) -> [UInt8] {
         var writer = JSONWriter(capacity: 128 + (data?.count ?? 0))
         writer.beginObject()
         writer.member("type", "signal")

@@ -7,8 +7,8 @@
 /// forwards in flight. Signals are ephemeral: what does not fit is dropped, never queued.
 ///
 /// Pure: the caller supplies the time and reports the end of each forward it was allowed.
-public struct SignalAdmission: Sendable {
-    public enum Verdict: Sendable, Equatable {
+package struct SignalAdmission: Sendable {
+    package enum Verdict: Sendable, Equatable {
         /// Forward it; call `finished()` once the receiver answered (or did not in time).
         case forward
         /// The user sent more than its rate.
@@ -19,13 +19,13 @@ public struct SignalAdmission: Sendable {
 
     /// Signals a user may send per second (all of the user's sockets together), in bursts of
     /// twice as many.
-    public static let defaultRatePerSecond = 10.0
+    package static let defaultRatePerSecond = 10.0
 
-    public let maxInFlight: Int
-    public let ratePerSecond: Double
-    public let burst: Double
+    package let maxInFlight: Int
+    package let ratePerSecond: Double
+    package let burst: Double
     /// Forwards allowed and not finished yet.
-    public private(set) var inFlight = 0
+    package private(set) var inFlight = 0
 
     private struct UserBudget: Sendable {
         var bucket: TokenBucket
@@ -39,18 +39,18 @@ public struct SignalAdmission: Sendable {
     private var sweepAt = Self.minimumSweep
     private static let minimumSweep = 1024
 
-    public init(maxInFlight: Int, ratePerSecond: Double = Self.defaultRatePerSecond) {
+    package init(maxInFlight: Int, ratePerSecond: Double = Self.defaultRatePerSecond) {
         self.maxInFlight = max(1, maxInFlight)
         self.ratePerSecond = ratePerSecond
         burst = ratePerSecond * 2
     }
 
     /// Users whose budget is remembered (for tests of the memory bound).
-    public var trackedUsers: Int { users.count }
+    package var trackedUsers: Int { users.count }
 
     /// Decides one signal of `userId`. A signal dropped because the budget in flight is full
     /// does not use the user's rate (the user did nothing wrong).
-    public mutating func admit(userId: String, now: Timestamp) -> Verdict {
+    package mutating func admit(userId: String, now: Timestamp) -> Verdict {
         guard inFlight < maxInFlight else { return .busy }
         var budget =
             users[userId]
@@ -65,7 +65,7 @@ public struct SignalAdmission: Sendable {
     }
 
     /// A forward allowed by `admit` ended (answered, failed or timed out).
-    public mutating func finished() {
+    package mutating func finished() {
         inFlight = max(0, inFlight - 1)
     }
 

@@ -1,15 +1,15 @@
 /// Milliseconds since the Unix epoch, the one time unit of the relay's store and API.
-public struct Timestamp: Sendable, Hashable, Comparable {
-    public var milliseconds: Int64
+package struct Timestamp: Sendable, Hashable, Comparable {
+    package var milliseconds: Int64
 
-    public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+    package init(milliseconds: Int64) { self.milliseconds = milliseconds }
 
-    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.milliseconds < rhs.milliseconds }
+    package static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.milliseconds < rhs.milliseconds }
 
-    public var seconds: Int64 { milliseconds / 1000 }
+    package var seconds: Int64 { milliseconds / 1000 }
 
     /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T18:15:14.123Z`.
-    public var rfc3339: String {
+    package var rfc3339: String {
         var text: [UInt8] = []
         text.reserveCapacity(24)
         appendRFC3339(to: &text)
@@ -18,7 +18,7 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 
     /// Appends `rfc3339`'s bytes (digit by digit: string interpolation cost a catch-up of
     /// 10,000 messages some 5 % of its CPU).
-    public func appendRFC3339(to text: inout [UInt8]) {
+    package func appendRFC3339(to text: inout [UInt8]) {
         let totalSeconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
         let millis = milliseconds - totalSeconds * 1000
         let days = totalSeconds >= 0 ? totalSeconds / 86_400 : (totalSeconds - 86_399) / 86_400

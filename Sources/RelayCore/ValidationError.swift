@@ -1,7 +1,7 @@
 /// A request that parsed as JSON but does not meet the contract. The HTTP layer maps `kind`
 /// to a status (400 for most, 413 for an oversized payload).
-public struct ValidationError: Error, Equatable, Sendable {
-    public enum Kind: Sendable {
+package struct ValidationError: Error, Equatable, Sendable {
+    package enum Kind: Sendable {
         case missingField
         case invalidField
         case payloadTooLarge
@@ -9,17 +9,17 @@ public struct ValidationError: Error, Equatable, Sendable {
         case invalidTransport
     }
 
-    public var kind: Kind
-    public var field: String
-    public var message: String
+    package var kind: Kind
+    package var field: String
+    package var message: String
 
-    public init(_ kind: Kind, field: String, _ message: String) {
+    package init(_ kind: Kind, field: String, _ message: String) {
         self.kind = kind
         self.field = field
         self.message = message
     }
 
-    public var code: String {
+    package var code: String {
         switch kind {
         case .missingField: return "missing_field"
         case .invalidField: return "invalid_field"
@@ -30,10 +30,10 @@ public struct ValidationError: Error, Equatable, Sendable {
 }
 
 /// Reads typed fields out of a JSON object and says precisely what is wrong when it cannot.
-public struct FieldReader {
-    public let object: JSONValue
+package struct FieldReader {
+    package let object: JSONValue
 
-    public init(_ value: JSONValue) throws(ValidationError) {
+    package init(_ value: JSONValue) throws(ValidationError) {
         guard case .object = value else {
             throw ValidationError(
                 .invalidField, field: "$", "the request body must be a JSON object, not \(value.kindName)")
@@ -42,12 +42,12 @@ public struct FieldReader {
     }
 
     /// The member, with `null` treated as absent.
-    public func value(_ name: String) -> JSONValue? {
+    package func value(_ name: String) -> JSONValue? {
         guard let value = object[name], !value.isNull else { return nil }
         return value
     }
 
-    public func string(_ name: String) throws(ValidationError) -> String {
+    package func string(_ name: String) throws(ValidationError) -> String {
         guard let value = value(name) else {
             throw ValidationError(.missingField, field: name, "'\(name)' is required")
         }
@@ -57,7 +57,7 @@ public struct FieldReader {
         return string
     }
 
-    public func optionalString(_ name: String, maxLength: Int = 1024) throws(ValidationError) -> String? {
+    package func optionalString(_ name: String, maxLength: Int = 1024) throws(ValidationError) -> String? {
         guard value(name) != nil else { return nil }
         let string = try string(name)
         guard !string.isEmpty, string.utf8.count <= maxLength else {
@@ -66,7 +66,7 @@ public struct FieldReader {
         return string
     }
 
-    public func identifier(_ name: String) throws(ValidationError) -> String {
+    package func identifier(_ name: String) throws(ValidationError) -> String {
         let string = try string(name)
         guard Identifier.isValidUserOrDeviceId(string) else {
             throw ValidationError(
@@ -75,7 +75,7 @@ public struct FieldReader {
         return string
     }
 
-    public func optionalInteger(_ name: String, in range: ClosedRange<Int64>) throws(ValidationError) -> Int64? {
+    package func optionalInteger(_ name: String, in range: ClosedRange<Int64>) throws(ValidationError) -> Int64? {
         guard let value = value(name) else { return nil }
         guard let integer = value.int64Value, range.contains(integer) else {
             throw ValidationError(
@@ -85,14 +85,14 @@ public struct FieldReader {
         return integer
     }
 
-    public func integer(_ name: String, in range: ClosedRange<Int64>) throws(ValidationError) -> Int64 {
+    package func integer(_ name: String, in range: ClosedRange<Int64>) throws(ValidationError) -> Int64 {
         guard let integer = try optionalInteger(name, in: range) else {
             throw ValidationError(.missingField, field: name, "'\(name)' is required")
         }
         return integer
     }
 
-    public func optionalBool(_ name: String) throws(ValidationError) -> Bool? {
+    package func optionalBool(_ name: String) throws(ValidationError) -> Bool? {
         guard let value = value(name) else { return nil }
         guard case .bool(let flag) = value else {
             throw ValidationError(.invalidField, field: name, "'\(name)' must be a boolean, not \(value.kindName)")
@@ -101,7 +101,7 @@ public struct FieldReader {
     }
 
     /// A non-empty array of identifiers, duplicates dropped (first occurrence kept).
-    public func identifierList(_ name: String, maxCount: Int) throws(ValidationError) -> [String] {
+    package func identifierList(_ name: String, maxCount: Int) throws(ValidationError) -> [String] {
         guard let value = value(name) else {
             throw ValidationError(.missingField, field: name, "'\(name)' is required")
         }
@@ -125,7 +125,7 @@ public struct FieldReader {
         return result
     }
 
-    public func optionalObject(_ name: String) throws(ValidationError) -> JSONValue? {
+    package func optionalObject(_ name: String) throws(ValidationError) -> JSONValue? {
         guard let value = value(name) else { return nil }
         guard case .object = value else {
             throw ValidationError(.invalidField, field: name, "'\(name)' must be an object, not \(value.kindName)")

@@ -1,18 +1,18 @@
 /// Standard Webhooks signing (standardwebhooks.com): `webhook-id`, `webhook-timestamp` and
 /// `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`. The HMAC and
 /// the base64 encoder are injected to keep this pure.
-public struct WebhookSignature: Sendable {
-    public typealias HMAC = @Sendable (_ message: [UInt8]) -> [UInt8]
+package struct WebhookSignature: Sendable {
+    package typealias HMAC = @Sendable (_ message: [UInt8]) -> [UInt8]
     private let hmac: HMAC
     private let base64: @Sendable ([UInt8]) -> String
 
-    public init(hmac: @escaping HMAC, base64: @escaping @Sendable ([UInt8]) -> String) {
+    package init(hmac: @escaping HMAC, base64: @escaping @Sendable ([UInt8]) -> String) {
         self.hmac = hmac
         self.base64 = base64
     }
 
     /// The three headers for one attempt of delivery `id` (stable across retries).
-    public func headers(id: String, timestampSeconds: Int64, body: [UInt8]) -> [(String, String)] {
+    package func headers(id: String, timestampSeconds: Int64, body: [UInt8]) -> [(String, String)] {
         let signed = Array("\(id).\(timestampSeconds).".utf8) + body
         return [
             ("webhook-id", id), ("webhook-timestamp", String(timestampSeconds)),

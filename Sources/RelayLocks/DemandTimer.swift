@@ -15,7 +15,7 @@ import Darwin
 /// Why not a Dispatch timer source: on Linux, once any of them has fired, libdispatch's manager
 /// thread wakes every second for good (measured with strace on a bare one-shot source, also after
 /// `cancel()`); a thread sleeping on a condition variable costs nothing until it is needed.
-public final class DemandTimer: Sendable {
+package final class DemandTimer: Sendable {
     private struct State {
         /// The next firing (monotonic milliseconds); nil when disarmed.
         var deadline: Int64?
@@ -25,10 +25,10 @@ public final class DemandTimer: Sendable {
 
     private let state = LockedValue(State())
 
-    public init() {}
+    package init() {}
 
     /// Starts the timer's thread; firings go to `handler` (an arm made before takes effect now).
-    public func start(_ handler: @escaping @Sendable () -> Void) {
+    package func start(_ handler: @escaping @Sendable () -> Void) {
         let started = state.withLock { state -> Bool in
             guard state.finished, !state.stopping else { return false }
             state.finished = false
@@ -53,7 +53,7 @@ public final class DemandTimer: Sendable {
     }
 
     /// Fires the handler `milliseconds` from now, or earlier if an earlier firing is armed.
-    public func arm(afterMilliseconds milliseconds: Int64) {
+    package func arm(afterMilliseconds milliseconds: Int64) {
         let when = Self.now() &+ max(0, milliseconds)
         let changed = state.withLock { state -> Bool in
             if let armed = state.deadline, armed <= when { return false }
@@ -65,7 +65,7 @@ public final class DemandTimer: Sendable {
 
     /// Ends the thread; a firing in progress completes first, an armed one is dropped. Call it
     /// from outside the handler.
-    public func stop() {
+    package func stop() {
         state.withLock { $0.stopping = true }
         state.broadcast()
         state.withLock(when: { $0.finished }) { _ in }
@@ -105,7 +105,7 @@ public final class DemandTimer: Sendable {
     }
 
     /// Monotonic milliseconds (the clock the timer's deadlines are on).
-    public static func now() -> Int64 {
+    package static func now() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000

@@ -17,12 +17,12 @@ import Darwin
 /// It is also the code base's one way to wait for state: `withLock(when:)` sleeps on the lock's
 /// condition variable until a predicate over the value holds, and `signal()` / `broadcast()`
 /// wake the waiters after a change (work queues, bounded pools, a result handed between threads).
-public final class LockedValue<Value> {
+package final class LockedValue<Value> {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var value: Value
 
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -41,7 +41,7 @@ public final class LockedValue<Value> {
 
     /// Waits until `ready` holds for the value (sleeping with the lock released), then runs
     /// `body` under the lock.
-    public func withLock<Result>(
+    package func withLock<Result>(
         when ready: (Value) -> Bool, _ body: (inout Value) throws -> Result
     ) rethrows -> Result {
         pthread_mutex_lock(mutex)
@@ -52,7 +52,7 @@ public final class LockedValue<Value> {
 
     /// Like `withLock(when:_:)`, but gives up waiting after `milliseconds`; `body` then runs on
     /// the value as it is (check the predicate again inside if it matters).
-    public func withLock<Result>(
+    package func withLock<Result>(
         when ready: (Value) -> Bool, waitingAtMost milliseconds: Int64, _ body: (inout Value) throws -> Result
     ) rethrows -> Result {
         var now = timespec()
@@ -70,13 +70,13 @@ public final class LockedValue<Value> {
     }
 
     /// Wakes one waiter of `withLock(when:)` (it re-checks its predicate).
-    public func signal() { pthread_cond_signal(condition) }
+    package func signal() { pthread_cond_signal(condition) }
 
     /// Wakes every waiter of `withLock(when:)`.
-    public func broadcast() { pthread_cond_broadcast(condition) }
+    package func broadcast() { pthread_cond_broadcast(condition) }
 
     @inlinable
-    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock()
         defer { unlock() }
         return try body(&valueStorage)

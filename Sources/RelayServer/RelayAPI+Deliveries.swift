@@ -7,7 +7,8 @@ extension RelayAPI {
     /// `GET /v1/deliveries?state=dead&userId=&limit=`: the dead-letter view (and the other states).
     func listDeliveries(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
-        guard let state = JobState(rawValue: request.queryValue("state") ?? "dead") else {
+        // Without `state`, the dead letters.
+        guard let state = request.queryValue("state").map(JobState.init(rawValue:)) ?? .dead else {
             throw .invalid("query parameter 'state' must be one of dead, pending, delivered, cancelled")
         }
         let userId = request.queryValue("userId")

@@ -2,6 +2,8 @@
 package enum DatabaseError: Error, CustomStringConvertible, Sendable {
     case sqlite(SQLiteError)
     case postgres(PostgresError)
+    /// Something else thrown inside a store operation: no engine said it, so none is named.
+    case unexpected(String)
 
     /// Wraps whatever a store operation threw.
     static func from(_ error: any Error) -> DatabaseError {
@@ -9,7 +11,7 @@ package enum DatabaseError: Error, CustomStringConvertible, Sendable {
         case let error as DatabaseError: return error
         case let error as SQLiteError: return .sqlite(error)
         case let error as PostgresError: return .postgres(error)
-        default: return .sqlite(SQLiteError(code: 1, message: "\(error)", sql: nil))
+        default: return .unexpected("\(error)")
         }
     }
 
@@ -30,6 +32,7 @@ package enum DatabaseError: Error, CustomStringConvertible, Sendable {
         switch self {
         case .sqlite(let error): return error.description
         case .postgres(let error): return error.description
+        case .unexpected(let message): return message
         }
     }
 }

@@ -115,7 +115,8 @@ extension SQLStore {
             try db.query(
                 """
                 SELECT min(due_at) FROM push_jobs
-                WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message' AND due_at > ?
+                WHERE user_id = ? AND device_id = ? AND state = \(JobState.pending.sql)
+                    AND kind = \(PushKind.message.sql) AND due_at > ?
                 """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
             ) { row in
                 if !row.isNull(0) { window = row.int64(0) }
@@ -125,21 +126,17 @@ extension SQLStore {
             for action in policy.decide(event, now: now.milliseconds) {
                 switch action {
                 case .cancel(let reason):
-                    try db.run(
-                        """
-                        UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
-                        WHERE user_id = ? AND device_id = ? AND state = 'pending' AND collapse_key = ?
-                        """,
-                        [
-                            .text(reason.rawValue), .int(now.milliseconds), .text(userId), .text(deviceId),
-                            .optional(message.collapseKey),
-                        ])
+                    // (Only a message with a collapse key replaces others.)
+                    guard let collapseKey = message.collapseKey else { break }
+                    try Self.cancel(
+                        db, .collapsing(userId: userId, deviceId: deviceId, collapseKey: collapseKey),
+                        reason: reason.rawValue, now: now.milliseconds)
                 case .schedule(let due):
                     try db.run(
                         """
                         INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key,
                             state, due_at, expires_at, created_at, updated_at, badge)
-                        VALUES (?, 'message', ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
+                        VALUES (?, \(PushKind.message.sql), ?, ?, ?, ?, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
                         """,
                         [
                             .text("msg_" + randomHex(bytes: 12)),
@@ -198,7 +195,7 @@ extension SQLStore {
                     JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
                     LEFT JOIN messages m ON m.id = j.message_id
                     LEFT JOIN inboxes i ON i.user_id = j.user_id
-                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = 'pending' AND j.due_at <= ?
+                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = \(JobState.pending.sql) AND j.due_at <= ?
                     ORDER BY j.kind DESC, j.seq, j.id
                     """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
                 ) { row in
@@ -252,30 +249,34 @@ extension SQLStore {
                     case .delivered:
                         try db.run(
                             """
-                            UPDATE push_jobs SET state = 'delivered', attempts = attempts + 1, last_error = NULL,
-                                updated_at = ? WHERE id = ? AND state = 'pending'
+                            UPDATE push_jobs SET state = \(JobState.delivered.sql), attempts = attempts + 1,
+                                last_error = NULL, updated_at = ? WHERE id = ? AND state = \(JobState.pending.sql)
                             """, [.int(time), .int(id)])
                     case .retry(let error, let at):
                         try db.run(
                             """
                             UPDATE push_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
-                            WHERE id = ? AND state = 'pending'
+                            WHERE id = ? AND state = \(JobState.pending.sql)
                             """, [.text(error), .int(at.milliseconds), .int(time), .int(id)])
                     case .dead(let error):
                         try db.run(
                             """
-                            UPDATE push_jobs SET state = 'dead', attempts = attempts + 1, last_error = ?, updated_at = ?
-                            WHERE id = ? AND state = 'pending'
+                            UPDATE push_jobs SET state = \(JobState.dead.sql), attempts = attempts + 1, last_error = ?,
+                                updated_at = ?
+                            WHERE id = ? AND state = \(JobState.pending.sql)
                             """, [.text(error), .int(time), .int(id)])
                     case .postponed(let until):
                         try db.run(
-                            "UPDATE push_jobs SET due_at = ?, updated_at = ? WHERE id = ? AND state = 'pending'",
+                            """
+                            UPDATE push_jobs SET due_at = ?, updated_at = ?
+                            WHERE id = ? AND state = \(JobState.pending.sql)
+                            """,
                             [.int(until.milliseconds), .int(time), .int(id)])
                     case .requeued(let reason, let at):
                         try db.run(
                             """
                             UPDATE push_jobs SET last_error = ?, due_at = ?, updated_at = ?
-                            WHERE id = ? AND state = 'pending'
+                            WHERE id = ? AND state = \(JobState.pending.sql)
                             """, [.text(reason), .int(at.milliseconds), .int(time), .int(id)])
                     case .deviceGone:
                         break
@@ -283,28 +284,26 @@ extension SQLStore {
                 }
                 switch result {
                 case .delivered where batch.kind == .message:
-                    // ('dead' too: an operator's replay of a dead letter that now got through.)
+                    // (A dead entry too: an operator's replay of a dead letter that now got through.)
                     try db.run(
                         """
-                        UPDATE inbox_entries SET state = 'pushed'
-                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN ('stored', 'live', 'dead')
+                        UPDATE inbox_entries SET state = \(DeliveryState.pushed.sql)
+                        WHERE user_id = ? AND seq BETWEEN ? AND ?
+                            AND state IN \(DeliveryState.sql(.stored, .live, .dead))
                         """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
                 case .dead where batch.kind == .message:
                     try db.run(
                         """
-                        UPDATE inbox_entries SET state = 'dead'
-                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN ('stored', 'live')
+                        UPDATE inbox_entries SET state = \(DeliveryState.dead.sql)
+                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN \(DeliveryState.sql(.stored, .live))
                         """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
                 case .deviceGone(let reason):
                     try db.run(
                         "UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND device_id = ?",
                         [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
                     db.prefetched.devices[batch.userId] = nil
-                    try db.run(
-                        """
-                        UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
-                        WHERE user_id = ? AND device_id = ? AND state = 'pending'
-                        """, [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
+                    try Self.cancel(
+                        db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
                 default:
                     break
                 }
@@ -317,20 +316,21 @@ extension SQLStore {
                 try db.run(
                     """
                     UPDATE push_jobs SET due_at = \(db.greatest)(due_at, ?), updated_at = ?
-                    WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
+                    WHERE user_id = ? AND device_id = ? AND state = \(JobState.pending.sql)
+                        AND kind = \(PushKind.message.sql) AND seq <= ?
                     """,
                     [.int(until.milliseconds), .int(until.milliseconds), .text(userId), .text(deviceId), .int(seq)])
             }, completion: logFailure("await ack"))
     }
 
     /// Due devices in due order, through the pending jobs' partial index: SQLite's planner,
-    /// without statistics, would take `push_jobs_by_state` for `state = 'pending'` and read and
+    /// without statistics, would take `push_jobs_by_state` for the pending state and read and
     /// sort every pending job on each pass (12× slower delivery at 20,000 pending).
     static func dueDevicesSQL(_ db: any SQLConnection) -> String {
         """
         SELECT j.user_id, j.device_id, d.transport FROM push_jobs j \(db.indexedBy("push_jobs_pending"))
         JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
-        WHERE j.state = 'pending' AND j.due_at <= ?
+        WHERE j.state = \(JobState.pending.sql) AND j.due_at <= ?
         ORDER BY j.due_at, j.id
         """
     }
@@ -338,8 +338,14 @@ extension SQLStore {
     /// The earliest pending due time of each outbox (one index entry each).
     static func nextDueSQL(_ db: any SQLConnection) -> [String] {
         [
-            "SELECT min(due_at) FROM push_jobs \(db.indexedBy("push_jobs_pending")) WHERE state = 'pending'",
-            "SELECT min(due_at) FROM event_jobs \(db.indexedBy("event_jobs_pending")) WHERE state = 'pending'",
+            """
+            SELECT min(due_at) FROM push_jobs \(db.indexedBy("push_jobs_pending")) \
+            WHERE state = \(JobState.pending.sql)
+            """,
+            """
+            SELECT min(due_at) FROM event_jobs \(db.indexedBy("event_jobs_pending")) \
+            WHERE state = \(JobState.pending.sql)
+            """,
         ]
     }
 
@@ -373,17 +379,14 @@ extension SQLStore {
         try db.query(
             """
             SELECT DISTINCT device_id FROM push_jobs
-            WHERE user_id = ? AND state = 'delivered' AND kind = 'message' AND seq > ? AND seq <= ?
+            WHERE user_id = ? AND state = \(JobState.delivered.sql) AND kind = \(PushKind.message.sql)
+                AND seq > ? AND seq <= ?
             """, [.text(userId), .int(old), .int(new)]
         ) { pushed.append($0.text(0)) }
         for action in DeliveryPolicy.decideAck(pushedDevices: pushed) {
             switch action {
             case .cancel(let reason):
-                try db.run(
-                    """
-                    UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
-                    WHERE user_id = ? AND state = 'pending' AND kind = 'message' AND seq <= ?
-                    """, [.text(reason.rawValue), .int(now), .text(userId), .int(new)])
+                try cancel(db, .acked(userId: userId, throughSeq: new), reason: reason.rawValue, now: now)
             case .sendClear(let deviceId):
                 try queueClear(db, userId: userId, deviceId: deviceId, seq: new, badge: nil, now: now)
             default:
@@ -392,21 +395,54 @@ extension SQLStore {
         }
     }
 
+    /// Which pending push jobs a cancel ends.
+    enum PendingPushes {
+        /// All of a device's (deleted, or gone at its push service).
+        case device(userId: String, deviceId: String)
+        /// A device's jobs with this collapse key (a newer message replaces them).
+        case collapsing(userId: String, deviceId: String, collapseKey: String)
+        /// A device's `clear` (a newer one replaces it).
+        case clear(userId: String, deviceId: String)
+        /// The message jobs of every device of the user up to an ack.
+        case acked(userId: String, throughSeq: Int64)
+    }
+
+    /// Ends the pending jobs `jobs` names as cancelled, `reason` their last error.
+    static func cancel(_ db: any SQLConnection, _ jobs: PendingPushes, reason: String, now: Int64) throws {
+        let scope: String
+        let bindings: [SQLValue]
+        switch jobs {
+        case .device(let userId, let deviceId):
+            scope = "user_id = ? AND device_id = ?"
+            bindings = [.text(userId), .text(deviceId)]
+        case .collapsing(let userId, let deviceId, let collapseKey):
+            scope = "user_id = ? AND device_id = ? AND collapse_key = ?"
+            bindings = [.text(userId), .text(deviceId), .text(collapseKey)]
+        case .clear(let userId, let deviceId):
+            scope = "user_id = ? AND device_id = ? AND kind = \(PushKind.clear.sql)"
+            bindings = [.text(userId), .text(deviceId)]
+        case .acked(let userId, let seq):
+            scope = "user_id = ? AND kind = \(PushKind.message.sql) AND seq <= ?"
+            bindings = [.text(userId), .int(seq)]
+        }
+        try db.run(
+            """
+            UPDATE push_jobs SET state = \(JobState.cancelled.sql), last_error = ?, updated_at = ?
+            WHERE \(scope) AND state = \(JobState.pending.sql)
+            """, [.text(reason), .int(now)] + bindings)
+    }
+
     /// A `clear` push for one device, replacing one still pending (`badge`: a homeserver's count,
     /// else the relay's own).
     static func queueClear(
         _ db: any SQLConnection, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
     ) throws {
-        try db.run(
-            """
-            UPDATE push_jobs SET state = 'cancelled', last_error = ?, updated_at = ?
-            WHERE user_id = ? AND device_id = ? AND state = 'pending' AND kind = 'clear'
-            """, [.text(CancelReason.superseded.rawValue), .int(now), .text(userId), .text(deviceId)])
+        try cancel(db, .clear(userId: userId, deviceId: deviceId), reason: CancelReason.superseded.rawValue, now: now)
         try db.run(
             """
             INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
                 created_at, updated_at, badge)
-            VALUES (?, 'clear', ?, ?, NULL, ?, 'pending', ?, ?, ?, ?, ?)
+            VALUES (?, \(PushKind.clear.sql), ?, ?, NULL, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
             """,
             [
                 .text("clr_" + randomHex(bytes: 12)),
@@ -550,8 +586,8 @@ extension SQLStore {
                 guard found.state == .dead else { return .notDead(found) }
                 try db.run(
                     """
-                    UPDATE push_jobs SET state = 'pending', attempts = 0, last_error = NULL, due_at = ?, expires_at = ?,
-                        updated_at = ? WHERE id = ?
+                    UPDATE push_jobs SET state = \(JobState.pending.sql), attempts = 0, last_error = NULL, due_at = ?,
+                        expires_at = ?, updated_at = ? WHERE id = ?
                     """, [.int(now.milliseconds), .int(expiresAt.milliseconds), .int(now.milliseconds), .int(id)])
                 found.state = .pending
                 found.attempts = 0
@@ -580,7 +616,7 @@ extension SQLStore {
                 try db.run(
                     """
                     INSERT INTO event_jobs(webhook_id, type, body, state, due_at, expires_at, created_at, updated_at)
-                    VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
+                    VALUES (?, ?, ?, \(JobState.pending.sql), ?, ?, ?, ?)
                     """,
                     [
                         .text("evt_" + Self.randomHex(bytes: 12)),
@@ -597,7 +633,7 @@ extension SQLStore {
             try db.query(
                 """
                 SELECT id, webhook_id, type, body, attempts, expires_at FROM event_jobs
-                WHERE state = 'pending' AND due_at <= ? ORDER BY due_at, id LIMIT ?
+                WHERE state = \(JobState.pending.sql) AND due_at <= ? ORDER BY due_at, id LIMIT ?
                 """, [.int(now.milliseconds), .int(Int64(limit))]
             ) { row in
                 let id = row.int64(0)
@@ -621,7 +657,10 @@ extension SQLStore {
                 switch result {
                 case .delivered:
                     try db.run(
-                        "UPDATE event_jobs SET state = 'delivered', attempts = attempts + 1, updated_at = ? WHERE id = ?",
+                        """
+                        UPDATE event_jobs SET state = \(JobState.delivered.sql), attempts = attempts + 1, updated_at = ?
+                        WHERE id = ?
+                        """,
                         [.int(now.milliseconds), .int(job.id)])
                 case .retry(let error, let at):
                     try db.run(
@@ -640,7 +679,8 @@ extension SQLStore {
                 case .dead(let error), .deviceGone(let error):
                     try db.run(
                         """
-                        UPDATE event_jobs SET state = 'dead', attempts = attempts + 1, last_error = ?, updated_at = ?
+                        UPDATE event_jobs SET state = \(JobState.dead.sql), attempts = attempts + 1, last_error = ?,
+                            updated_at = ?
                         WHERE id = ?
                         """, [.text(error), .int(now.milliseconds), .int(job.id)])
                 }
@@ -653,7 +693,7 @@ extension SQLStore {
     package func pendingPushCount() throws(StoreError) -> Int {
         try read { db in
             var count = 0
-            try db.query("SELECT CAST(sum(n) AS BIGINT) FROM push_job_counts WHERE state = 'pending'") {
+            try db.query("SELECT CAST(sum(n) AS BIGINT) FROM push_job_counts WHERE state = \(JobState.pending.sql)") {
                 count = $0.isNull(0) ? 0 : Int($0.int64(0))
             }
             return count

@@ -590,11 +590,8 @@ package final class SQLStore: RelayStore {
                     "DELETE FROM presence WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
                 // Its pending pushes can never go anywhere now (a device registered again later
                 // starts afresh).
-                try db.run(
-                    """
-                    UPDATE push_jobs SET state = 'cancelled', last_error = 'device deleted', updated_at = ?
-                    WHERE user_id = ? AND device_id = ? AND state = 'pending'
-                    """, [.int(time.milliseconds), .text(userId), .text(deviceId)])
+                try Self.cancel(
+                    db, .device(userId: userId, deviceId: deviceId), reason: "device deleted", now: time.milliseconds)
                 try db.run(
                     """
                     INSERT INTO token_revocations(user_id, device_id, revoked_at) VALUES (?, ?, ?)
@@ -733,9 +730,11 @@ package final class SQLStore: RelayStore {
                 try db.run("DELETE FROM inbox_entries WHERE (user_id, seq) IN (SELECT user_id, seq FROM doomed)")
                 let removed = db.changes
                 // Finished push jobs are kept for the retention window (dead letters can be retried).
-                try db.run("DELETE FROM push_jobs WHERE state != 'pending' AND updated_at <= ?", [.int(cutoff)])
+                try db.run(
+                    "DELETE FROM push_jobs WHERE state != \(JobState.pending.sql) AND updated_at <= ?", [.int(cutoff)])
                 try Self.foldPushJobCounts(db)
-                try db.run("DELETE FROM event_jobs WHERE state != 'pending' AND updated_at <= ?", [.int(cutoff)])
+                try db.run(
+                    "DELETE FROM event_jobs WHERE state != \(JobState.pending.sql) AND updated_at <= ?", [.int(cutoff)])
                 // A message goes with its last entry (it also holds the idempotency record).
                 try db.run(
                     """
@@ -751,8 +750,9 @@ package final class SQLStore: RelayStore {
                         SELECT min(expires_at) AS t FROM messages
                         UNION ALL SELECT min(e.created_at) + ?1 FROM inbox_entries e JOIN inboxes i
                             ON i.user_id = e.user_id WHERE e.seq <= i.ack_seq
-                        UNION ALL SELECT min(updated_at) + ?1 FROM push_jobs WHERE state != 'pending'
-                        UNION ALL SELECT min(updated_at) + ?1 FROM event_jobs WHERE state != 'pending') AS due
+                        UNION ALL SELECT min(updated_at) + ?1 FROM push_jobs WHERE state != \(JobState.pending.sql)
+                        UNION ALL SELECT min(updated_at) + ?1 FROM event_jobs
+                            WHERE state != \(JobState.pending.sql)) AS due
                     """, [.int(retentionSeconds * 1000)]
                 ) { next = $0.optionalInt64(0) }
                 return PruneResult(removed: removed, nextDue: next.map { Timestamp(milliseconds: $0) })

@@ -8,7 +8,7 @@ import Glibc
 /// A TCP proxy on `127.0.0.1` in front of a relay that can make the connections open at a moment
 /// go silent for good — no FIN, no RST, nothing forwarded either way — while new connections pass:
 /// what a phone sees when a NAT forgets its mapping.
-public final class BlackHoleProxy: Sendable {
+package final class BlackHoleProxy: Sendable {
     /// One proxied connection: its sockets, whether it still forwards, how many pumps ended.
     private struct Pair {
         let client: Int32
@@ -23,13 +23,13 @@ public final class BlackHoleProxy: Sendable {
         var stopped = false
     }
 
-    public let port: Int
+    package let port: Int
     private let target: Int
     private let listener: Int32
     private let state = LockedValue(State())
 
     /// A proxy forwarding to `127.0.0.1:target`.
-    public init(target: Int) throws {
+    package init(target: Int) throws {
         self.target = target
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
@@ -54,7 +54,7 @@ public final class BlackHoleProxy: Sendable {
     deinit { stop() }
 
     /// The connections open now stop forwarding and stay open; later ones pass.
-    public func blackHoleOpenConnections() {
+    package func blackHoleOpenConnections() {
         state.withLock { state in
             for id in state.pairs.keys { state.pairs[id]?.forwards = false }
         }
@@ -62,7 +62,7 @@ public final class BlackHoleProxy: Sendable {
 
     /// Closes the listener and every connection (under the lock, so that no pump closes a
     /// socket meanwhile).
-    public func stop() {
+    package func stop() {
         state.withLock { state in
             guard !state.stopped else { return }
             state.stopped = true

@@ -2,14 +2,14 @@ import Foundation
 
 /// A plain TCP connection to `127.0.0.1`, for tests that write what no HTTP client would send
 /// (trickled headers, conflicting framing headers, a head without its body).
-public final class RawConnection {
-    public struct Failure: Error, CustomStringConvertible {
-        public var description: String
+package final class RawConnection {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
     }
 
-    public let fd: Int32
+    package let fd: Int32
 
-    public init(port: Int, receiveTimeout seconds: Double = 5) throws {
+    package init(port: Int, receiveTimeout seconds: Double = 5) throws {
         fd = try Self.connect(port: port)
         setReceiveTimeout(seconds: seconds)
     }
@@ -40,14 +40,14 @@ public final class RawConnection {
         return fd
     }
 
-    public func setReceiveTimeout(seconds: Double) {
+    package func setReceiveTimeout(seconds: Double) {
         var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Sends the text; false when the peer is gone.
     @discardableResult
-    public func send(_ text: String) -> Bool {
+    package func send(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
@@ -61,7 +61,7 @@ public final class RawConnection {
     }
 
     /// Reads until the peer closes, the timeout passes, or `until` holds for what was read.
-    public func read(until done: (String) -> Bool = { _ in false }) -> (text: String, closed: Bool) {
+    package func read(until done: (String) -> Bool = { _ in false }) -> (text: String, closed: Bool) {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
@@ -78,7 +78,7 @@ public final class RawConnection {
     }
 
     /// The status code of the answer's status line (read up to the end of the head), or nil.
-    public func responseStatus() -> Int? {
+    package func responseStatus() -> Int? {
         let (text, _) = read { $0.contains("\r\n\r\n") }
         guard text.hasPrefix("HTTP/1.1 ") else { return nil }
         return Int(text.dropFirst(9).prefix(3))

@@ -1,14 +1,14 @@
-public import Foundation
+package import Foundation
 
 /// One run of the `pushrelay` binary to its end (a subcommand, or a `serve` expected to fail).
-public struct RelayCommand: Sendable {
-    public var status: Int32
-    public var stdout: String
-    public var stderr: String
+package struct RelayCommand: Sendable {
+    package var status: Int32
+    package var stdout: String
+    package var stderr: String
 
     /// Runs `pushrelay arguments…` in `directory` with only `environment` of the `PUSHRELAY_`
     /// variables, and waits for it to exit (killed after `timeout` seconds).
-    public static func run(
+    package static func run(
         _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil, timeout: Double = 30
     ) throws -> RelayCommand {
         let process = Process()

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -6,25 +6,25 @@ import FoundationNetworking
 
 /// A real `pushrelay serve` process on an ephemeral port with its own temporary database,
 /// for end-to-end tests. Stops (SIGKILL) in `deinit` if the test did not stop it.
-public final class RelayProcess: @unchecked Sendable {
-    public struct LaunchError: Error, CustomStringConvertible {
-        public var description: String
-        public init(description: String) { self.description = description }
+package final class RelayProcess: @unchecked Sendable {
+    package struct LaunchError: Error, CustomStringConvertible {
+        package var description: String
+        package init(description: String) { self.description = description }
     }
 
     /// The server key every test relay is started with.
-    public static let serverKey = "test-server-key-0123456789"
+    package static let serverKey = "test-server-key-0123456789"
 
-    public let directory: URL
-    public let databasePath: String
-    public private(set) var baseURL: URL
-    public private(set) var process: Process
+    package let directory: URL
+    package let databasePath: String
+    package private(set) var baseURL: URL
+    package private(set) var process: Process
     private var extraArguments: [String]
     private var environment: [String: String]
     private let logPath: String
 
     /// The `pushrelay` binary: `PUSHRELAY_BIN`, or next to the test bundle in `.build/<config>/`.
-    public static var binaryPath: String {
+    package static var binaryPath: String {
         if let path = ProcessInfo.processInfo.environment["PUSHRELAY_BIN"] { return path }
         var url = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").deletingLastPathComponent()
         for _ in 0..<4 {
@@ -37,11 +37,11 @@ public final class RelayProcess: @unchecked Sendable {
 
     /// The PostgreSQL the end-to-end suite runs against when `PUSHRELAY_TEST_POSTGRES` names the
     /// directory of its socket (`Tests/Postgres/pg.sh start DIR`); nil: SQLite.
-    public static let postgresDirectory = ProcessInfo.processInfo.environment["PUSHRELAY_TEST_POSTGRES"]
+    package static let postgresDirectory = ProcessInfo.processInfo.environment["PUSHRELAY_TEST_POSTGRES"]
 
     /// A fresh database for one relay: a file in `directory` (SQLite), or a new PostgreSQL
     /// database when the suite runs on PostgreSQL.
-    public static func freshDatabase(in directory: URL, name: String = "relay") throws -> String {
+    package static func freshDatabase(in directory: URL, name: String = "relay") throws -> String {
         guard let socketDirectory = postgresDirectory else {
             return directory.appendingPathComponent(name + ".sqlite").path
         }
@@ -56,7 +56,7 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// Starts a relay. `arguments` are extra flags (e.g. `["--retention-s", "1"]`).
-    public init(arguments: [String] = [], environment: [String: String] = [:], directory: URL? = nil) throws {
+    package init(arguments: [String] = [], environment: [String: String] = [:], directory: URL? = nil) throws {
         let dir =
             directory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushrelay-test-\(UUID().uuidString)")
@@ -125,21 +125,21 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// Everything the relay wrote to stderr so far.
-    public var logText: String {
+    package var logText: String {
         (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
     }
 
-    public var port: Int { baseURL.port ?? 0 }
+    package var port: Int { baseURL.port ?? 0 }
 
     /// `kill -9`: no shutdown code runs.
-    public func crash() {
+    package func crash() {
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 
     /// SIGTERM and wait; returns the exit status.
     @discardableResult
-    public func stop() -> Int32 {
+    package func stop() -> Int32 {
         guard process.isRunning else { return process.terminationStatus }
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
@@ -147,7 +147,7 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// Starts the relay again on the same database (and the same port when it is free).
-    public func restart() throws {
+    package func restart() throws {
         if process.isRunning { stop() }
         do {
             try launch(port: port)
@@ -158,21 +158,21 @@ public final class RelayProcess: @unchecked Sendable {
 
     // MARK: HTTP
 
-    public struct Response: Sendable {
-        public var status: Int
-        public var headers: [String: String]
-        public var body: Data
+    package struct Response: Sendable {
+        package var status: Int
+        package var headers: [String: String]
+        package var body: Data
 
-        public var json: Any? { try? JSONSerialization.jsonObject(with: body) }
-        public var object: [String: Any] { (json as? [String: Any]) ?? [:] }
-        public var text: String { String(decoding: body, as: UTF8.self) }
+        package var json: Any? { try? JSONSerialization.jsonObject(with: body) }
+        package var object: [String: Any] { (json as? [String: Any]) ?? [:] }
+        package var text: String { String(decoding: body, as: UTF8.self) }
         /// `error.code` of an error answer.
-        public var errorCode: String? { (object["error"] as? [String: Any])?["code"] as? String }
+        package var errorCode: String? { (object["error"] as? [String: Any])?["code"] as? String }
     }
 
     /// One HTTP request; `token` defaults to the server key, pass `nil` for none; `timeout` in
     /// seconds (a large batch under a sanitizer on a busy machine takes minutes).
-    public func request(
+    package func request(
         _ method: String, _ path: String, json: Any? = nil, rawBody: Data? = nil, token: String? = serverKey,
         headers: [String: String] = [:], timeout: Double = 30
     ) async throws -> Response {
@@ -199,7 +199,7 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// A client token for `userId` minted by the relay itself.
-    public func token(userId: String, deviceId: String = "device-1") async throws -> String {
+    package func token(userId: String, deviceId: String = "device-1") async throws -> String {
         let response = try await request("POST", "/v1/tokens", json: ["userId": userId, "deviceId": deviceId])
         guard let token = response.object["token"] as? String else {
             throw LaunchError(description: "no token: \(response.text)")

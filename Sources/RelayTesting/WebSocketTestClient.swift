@@ -3,12 +3,12 @@ import WebSocketCodec
 
 /// A blocking WebSocket client for tests, built on the project's codec in client role over a
 /// plain socket (URLSessionWebSocketTask does not work on Linux here).
-public final class WebSocketTestClient {
-    public struct Failure: Error, CustomStringConvertible {
-        public var description: String
+package final class WebSocketTestClient {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
     }
 
-    public enum Event: Equatable {
+    package enum Event: Equatable {
         case text(String)
         case binary([UInt8])
         case closed(code: UInt16)
@@ -18,13 +18,13 @@ public final class WebSocketTestClient {
     private var connection = WebSocketConnection(role: .client, maxMessageSize: 16 << 20)
     private var pending: [Event] = []
     /// Status and headers of the handshake answer.
-    public private(set) var handshakeStatus = 0
+    package private(set) var handshakeStatus = 0
 
     /// Connects to `127.0.0.1:port` and performs the opening handshake for `path`.
     /// Throws when the server does not answer 101 (`handshakeStatus` tells what it answered).
     /// `receiveBufferBytes` pins the kernel's receive buffer (no autotuning), so that a test of a
     /// reader that stops reading needs megabytes, not tens of megabytes, to fill the path.
-    public init(port: Int, path: String, headers: [(String, String)] = [], receiveBufferBytes: Int? = nil) throws {
+    package init(port: Int, path: String, headers: [(String, String)] = [], receiveBufferBytes: Int? = nil) throws {
         do {
             fd = try RawConnection.connect(port: port, receiveBufferBytes: receiveBufferBytes)
         } catch {
@@ -52,21 +52,21 @@ public final class WebSocketTestClient {
 
     deinit { Glibc.close(fd) }
 
-    public func setTimeout(seconds: Double) {
+    package func setTimeout(seconds: Double) {
         var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    public func send(text: String) throws { try sendRaw(connection.text(text)) }
+    package func send(text: String) throws { try sendRaw(connection.text(text)) }
 
     /// Sends JSON built from a dictionary.
-    public func send(json: [String: Any]) throws {
+    package func send(json: [String: Any]) throws {
         let data = try JSONSerialization.data(withJSONObject: json)
         try send(text: String(decoding: data, as: UTF8.self))
     }
 
     /// Bytes as they are (for malformed-frame tests).
-    public func sendRaw(_ bytes: [UInt8]) throws {
+    package func sendRaw(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes {
@@ -78,7 +78,7 @@ public final class WebSocketTestClient {
     }
 
     /// The next event; throws on timeout.
-    public func next() throws -> Event {
+    package func next() throws -> Event {
         while pending.isEmpty {
             let chunk = try readChunk()
             if chunk.isEmpty {
@@ -91,7 +91,7 @@ public final class WebSocketTestClient {
     }
 
     /// The next text frame parsed as a JSON object; throws on timeout or anything else.
-    public func nextJSON() throws -> [String: Any] {
+    package func nextJSON() throws -> [String: Any] {
         let event = try next()
         guard case .text(let text) = event,
             let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
@@ -100,19 +100,19 @@ public final class WebSocketTestClient {
     }
 
     /// Reads until the server closes; returns its close code.
-    public func waitForClose() throws -> UInt16 {
+    package func waitForClose() throws -> UInt16 {
         while true {
             if case .closed(let code) = try next() { return code }
         }
     }
 
-    public func close(code: UInt16 = 1000) {
+    package func close(code: UInt16 = 1000) {
         let frame = connection.close(code: code)
         try? sendRaw(frame)
     }
 
     /// Drops the TCP connection without a close handshake.
-    public func abort() { shutdown(fd, Int32(SHUT_RDWR)) }
+    package func abort() { shutdown(fd, Int32(SHUT_RDWR)) }
 
     private func absorb(_ bytes: [UInt8]) {
         for output in connection.receive(bytes) {

@@ -3,8 +3,8 @@
 /// `whsec_` secrets; `.url` (unpadded, `-_`) for JWTs. Pure, so the SDK and the fuzzers need no
 /// Foundation. Decoding is strict: one spelling per value (no stray characters, padding only
 /// where it belongs, zero spare bits).
-public enum Base64 {
-    public enum Variant: Sendable {
+package enum Base64 {
+    package enum Variant: Sendable {
         /// RFC 4648 §4, with `=` padding.
         case standard
         /// RFC 4648 §5, without padding.
@@ -26,9 +26,9 @@ public enum Base64 {
     }
 
     /// Whether `byte` is in the base64url alphabet (RFC 4648 §5).
-    public static func isURLCharacter(_ byte: UInt8) -> Bool { urlReverse[Int(byte)] != 0xFF }
+    package static func isURLCharacter(_ byte: UInt8) -> Bool { urlReverse[Int(byte)] != 0xFF }
 
-    public static func encode(_ bytes: some Collection<UInt8>, _ variant: Variant = .standard) -> String {
+    package static func encode(_ bytes: some Collection<UInt8>, _ variant: Variant = .standard) -> String {
         let input = Array(bytes)
         let alphabet = variant.alphabet
         var out: [UInt8] = []
@@ -57,7 +57,7 @@ public enum Base64 {
     }
 
     /// The bytes, or nil for anything malformed.
-    public static func decode(_ text: some StringProtocol, _ variant: Variant = .standard) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol, _ variant: Variant = .standard) -> [UInt8]? {
         var input = Array(text.utf8)
         if variant == .standard {
             guard input.count % 4 == 0 else { return nil }

@@ -2,29 +2,29 @@
 /// bits clear (no extension is negotiated), known opcodes, control frames final and ≤ 125
 /// bytes, masking by role, and a size limit checked before a payload is buffered.
 /// Pure and incremental: feed any split of the stream, get the same frames.
-public struct FrameParser: Sendable {
-    public enum Role: Sendable {
+package struct FrameParser: Sendable {
+    package enum Role: Sendable {
         /// Parses what a client sent: frames must be masked.
         case server
         /// Parses what a server sent: frames must not be masked.
         case client
     }
 
-    public let role: Role
+    package let role: Role
     /// The largest payload of one frame; larger is a 1009 before the payload is read.
-    public let maxFrameSize: Int
+    package let maxFrameSize: Int
     private var buffer: [UInt8] = []
     private var start = 0
 
-    public init(role: Role, maxFrameSize: Int) {
+    package init(role: Role, maxFrameSize: Int) {
         self.role = role
         self.maxFrameSize = maxFrameSize
     }
 
     /// Bytes received and not yet returned as frames.
-    public var bufferedCount: Int { buffer.count - start }
+    package var bufferedCount: Int { buffer.count - start }
 
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
+    package mutating func append(_ bytes: some Sequence<UInt8>) {
         if start > 0, start >= buffer.count / 2 {
             buffer.removeFirst(start)
             start = 0
@@ -43,7 +43,7 @@ public struct FrameParser: Sendable {
     }
 
     /// The next complete frame, nil when more bytes are needed.
-    public mutating func next() throws(WebSocketError) -> WebSocketFrame? {
+    package mutating func next() throws(WebSocketError) -> WebSocketFrame? {
         guard let header = try header(), buffer.count - header.payloadStart >= header.length else { return nil }
         let end = header.payloadStart + header.length
         let payload = unmasked(header, buffer[header.payloadStart..<end])
@@ -58,13 +58,13 @@ public struct FrameParser: Sendable {
     /// The frame still arriving when `next()` returns nil: its opcode and its payload's full
     /// length; nil before its header is whole. With `pendingPayload(from:)`, lets the connection
     /// fail a text frame on its first invalid byte (RFC 6455 §8.1).
-    public var pendingFrame: (opcode: Opcode, length: Int)? {
+    package var pendingFrame: (opcode: Opcode, length: Int)? {
         guard let header = try? header() else { return nil }
         return (header.opcode, header.length)
     }
 
     /// The payload bytes of the pending frame received so far, from `offset` on, unmasked.
-    public func pendingPayload(from offset: Int) -> [UInt8] {
+    package func pendingPayload(from offset: Int) -> [UInt8] {
         guard let header = try? header() else { return [] }
         let end = min(buffer.count, header.payloadStart + header.length)
         let from = header.payloadStart + max(0, offset)

@@ -1,19 +1,19 @@
 /// Incremental UTF-8 validation (RFC 3629), for text messages that arrive in fragments: a code
 /// point may be split across two frames, and invalid bytes must fail the connection as soon as
 /// they arrive (RFC 6455 §8.1), not when the message is complete.
-public struct UTF8Stream: Sendable {
+package struct UTF8Stream: Sendable {
     /// Continuation bytes still expected for the current code point.
     @usableFromInline var remaining = 0
     /// Allowed range of the next continuation byte (narrower right after some lead bytes).
     @usableFromInline var lower: UInt8 = 0x80
     @usableFromInline var upper: UInt8 = 0xBF
 
-    public init() {}
+    package init() {}
 
     /// Feeds bytes; false as soon as they cannot be part of valid UTF-8. Inlinable so that it is
     /// specialized for the caller's collection (the JSON parser runs it over every string).
     @inlinable
-    public mutating func feed(_ bytes: some Sequence<UInt8>) -> Bool {
+    package mutating func feed(_ bytes: some Sequence<UInt8>) -> Bool {
         for byte in bytes {
             if remaining > 0 {
                 guard byte >= lower, byte <= upper else { return false }
@@ -38,5 +38,5 @@ public struct UTF8Stream: Sendable {
     }
 
     /// True when the bytes so far end on a code point boundary (a message may end here).
-    public var isComplete: Bool { remaining == 0 }
+    package var isComplete: Bool { remaining == 0 }
 }

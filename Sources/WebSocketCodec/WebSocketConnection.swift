@@ -4,13 +4,13 @@
 ///
 /// The I/O layer feeds received bytes to `receive(_:)` and carries out the returned outputs in
 /// order: write bytes, deliver messages, and close the socket once `.closed` appears.
-public struct WebSocketConnection: Sendable {
-    public enum Message: Sendable, Equatable {
+package struct WebSocketConnection: Sendable {
+    package enum Message: Sendable, Equatable {
         case text(String)
         case binary([UInt8])
     }
 
-    public enum Output: Sendable, Equatable {
+    package enum Output: Sendable, Equatable {
         /// Bytes to write to the peer.
         case write([UInt8])
         /// A complete message from the peer.
@@ -22,17 +22,17 @@ public struct WebSocketConnection: Sendable {
         case closed(code: UInt16, reason: String)
     }
 
-    public enum State: Sendable, Equatable {
+    package enum State: Sendable, Equatable {
         case open
         /// We sent a close frame and wait for the peer's.
         case closing
         case closed
     }
 
-    public let role: FrameParser.Role
-    public private(set) var state: State = .open
+    package let role: FrameParser.Role
+    package private(set) var state: State = .open
     /// The largest message (all fragments together).
-    public let maxMessageSize: Int
+    package let maxMessageSize: Int
     private var parser: FrameParser
     private var fragments: (opcode: Opcode, bytes: [UInt8], utf8: UTF8Stream)?
     /// How much of the text frame still arriving was validated, and the UTF-8 state after it.
@@ -40,7 +40,7 @@ public struct WebSocketConnection: Sendable {
     /// Makes the 4-byte mask of each client frame; random in production, fixed in tests.
     private let maskKey: @Sendable () -> [UInt8]
 
-    public init(
+    package init(
         role: FrameParser.Role, maxMessageSize: Int,
         maskKey: @escaping @Sendable () -> [UInt8] = WebSocketConnection.randomMaskKey
     ) {
@@ -50,7 +50,7 @@ public struct WebSocketConnection: Sendable {
         self.maskKey = maskKey
     }
 
-    public static func randomMaskKey() -> [UInt8] {
+    package static func randomMaskKey() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         let value = generator.next() as UInt32
         return [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
@@ -59,7 +59,7 @@ public struct WebSocketConnection: Sendable {
     // MARK: Receiving
 
     /// Feeds bytes from the socket.
-    public mutating func receive(_ bytes: some Sequence<UInt8>) -> [Output] {
+    package mutating func receive(_ bytes: some Sequence<UInt8>) -> [Output] {
         guard state != .closed else { return [] }
         parser.append(bytes)
         var outputs: [Output] = []
@@ -209,15 +209,15 @@ public struct WebSocketConnection: Sendable {
     // MARK: Sending
 
     /// A text message as one frame.
-    public func text(_ text: String) -> [UInt8] { encode(WebSocketFrame(opcode: .text, payload: Array(text.utf8))) }
+    package func text(_ text: String) -> [UInt8] { encode(WebSocketFrame(opcode: .text, payload: Array(text.utf8))) }
 
-    public func binary(_ bytes: [UInt8]) -> [UInt8] { encode(WebSocketFrame(opcode: .binary, payload: bytes)) }
+    package func binary(_ bytes: [UInt8]) -> [UInt8] { encode(WebSocketFrame(opcode: .binary, payload: bytes)) }
 
-    public func ping(_ payload: [UInt8] = []) -> [UInt8] { encode(WebSocketFrame(opcode: .ping, payload: payload)) }
+    package func ping(_ payload: [UInt8] = []) -> [UInt8] { encode(WebSocketFrame(opcode: .ping, payload: payload)) }
 
     /// Starts the close handshake: returns the close frame to write; the socket closes when the
     /// peer's close arrives (or a timeout of the I/O layer's choosing passes).
-    public mutating func close(code: UInt16, reason: String = "") -> [UInt8] {
+    package mutating func close(code: UInt16, reason: String = "") -> [UInt8] {
         guard state == .open else { return [] }
         state = .closing
         return closeFrame(code: code, reason: reason)

@@ -1,5 +1,5 @@
 /// Frame opcodes (RFC 6455 §5.2). Unknown opcodes are a protocol error, not a case here.
-public enum Opcode: UInt8, Sendable {
+package enum Opcode: UInt8, Sendable {
     case continuation = 0x0
     case text = 0x1
     case binary = 0x2
@@ -7,16 +7,16 @@ public enum Opcode: UInt8, Sendable {
     case ping = 0x9
     case pong = 0xA
 
-    public var isControl: Bool { rawValue & 0x8 != 0 }
+    package var isControl: Bool { rawValue & 0x8 != 0 }
 }
 
 /// One frame, payload already unmasked.
-public struct WebSocketFrame: Sendable, Equatable {
-    public var fin: Bool
-    public var opcode: Opcode
-    public var payload: [UInt8]
+package struct WebSocketFrame: Sendable, Equatable {
+    package var fin: Bool
+    package var opcode: Opcode
+    package var payload: [UInt8]
 
-    public init(fin: Bool = true, opcode: Opcode, payload: [UInt8] = []) {
+    package init(fin: Bool = true, opcode: Opcode, payload: [UInt8] = []) {
         self.fin = fin
         self.opcode = opcode
         self.payload = payload
@@ -24,7 +24,7 @@ public struct WebSocketFrame: Sendable, Equatable {
 
     /// The frame on the wire. A client masks with `maskKey` (4 bytes, RFC 6455 §5.3); a server
     /// passes nil and never masks.
-    public func encoded(maskKey: [UInt8]? = nil) -> [UInt8] {
+    package func encoded(maskKey: [UInt8]? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(payload.count + 14)
         out.append((fin ? 0x80 : 0) | opcode.rawValue)
@@ -54,22 +54,22 @@ public struct WebSocketFrame: Sendable, Equatable {
 }
 
 /// Close status codes (RFC 6455 §7.4.1) the relay uses.
-public enum CloseCode {
-    public static let normal: UInt16 = 1000
-    public static let goingAway: UInt16 = 1001
-    public static let protocolError: UInt16 = 1002
-    public static let unsupportedData: UInt16 = 1003
+package enum CloseCode {
+    package static let normal: UInt16 = 1000
+    package static let goingAway: UInt16 = 1001
+    package static let protocolError: UInt16 = 1002
+    package static let unsupportedData: UInt16 = 1003
     /// Received in place of a code when a close frame carries none; never sent.
-    public static let noStatus: UInt16 = 1005
+    package static let noStatus: UInt16 = 1005
     /// Reported when a connection ended without a close frame (reset, dropped); never sent.
-    public static let abnormal: UInt16 = 1006
-    public static let invalidPayload: UInt16 = 1007
-    public static let policyViolation: UInt16 = 1008
-    public static let tooBig: UInt16 = 1009
-    public static let internalError: UInt16 = 1011
+    package static let abnormal: UInt16 = 1006
+    package static let invalidPayload: UInt16 = 1007
+    package static let policyViolation: UInt16 = 1008
+    package static let tooBig: UInt16 = 1009
+    package static let internalError: UInt16 = 1011
 
     /// Whether a peer may send `code` in a close frame (§7.4.1, §7.4.2; 3000–4999 for apps).
-    public static func isValidOnTheWire(_ code: UInt16) -> Bool {
+    package static func isValidOnTheWire(_ code: UInt16) -> Bool {
         switch code {
         case 1000...1003, 1007...1011, 3000...4999: return true
         default: return false
@@ -78,11 +78,11 @@ public enum CloseCode {
 }
 
 /// A protocol violation: the connection must be failed with `code` (RFC 6455 §7.1.7).
-public struct WebSocketError: Error, Sendable, Equatable {
-    public var code: UInt16
-    public var reason: String
+package struct WebSocketError: Error, Sendable, Equatable {
+    package var code: UInt16
+    package var reason: String
 
-    public init(_ code: UInt16, _ reason: String) {
+    package init(_ code: UInt16, _ reason: String) {
         self.code = code
         self.reason = reason
     }

@@ -1,24 +1,24 @@
 /// The opening handshake (RFC 6455 §4), both roles, as pure functions over header values.
-public enum WebSocketHandshake {
+package enum WebSocketHandshake {
     static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
     /// `Sec-WebSocket-Accept` for a `Sec-WebSocket-Key`.
-    public static func acceptValue(forKey key: String) -> String {
+    package static func acceptValue(forKey key: String) -> String {
         Base64.encode(SHA1.hash(Array((key + guid).utf8)))
     }
 
     /// A fresh `Sec-WebSocket-Key`: 16 random bytes, base64.
-    public static func randomKey() -> String {
+    package static func randomKey() -> String {
         var generator = SystemRandomNumberGenerator()
         return Base64.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
     /// Why a server refuses an upgrade, with the HTTP status to answer.
-    public struct Refusal: Error, Sendable, Equatable {
-        public var status: Int
-        public var reason: String
+    package struct Refusal: Error, Sendable, Equatable {
+        package var status: Int
+        package var reason: String
         /// `Sec-WebSocket-Version: 13` is sent back with a 426 (§4.4).
-        public var upgradeRequired: Bool { status == 426 }
+        package var upgradeRequired: Bool { status == 426 }
     }
 
     /// Validates a client's upgrade request; returns the `Sec-WebSocket-Accept` value.
@@ -26,7 +26,7 @@ public enum WebSocketHandshake {
     ///   - header: looks a request header up by lower-case name.
     ///   - allowedOrigins: when non-nil, origins in `normalizedOrigin` form; a request whose
     ///     `Origin` is not among them is refused (403). Requests without `Origin` (native apps) pass.
-    public static func validate(
+    package static func validate(
         method: String, header: (String) -> String?, allowedOrigins: Set<String>? = nil
     ) -> Result<String, Refusal> {
         guard method == "GET" else {
@@ -53,7 +53,7 @@ public enum WebSocketHandshake {
     /// An origin as compared: scheme, host and port, case-insensitive (RFC 6454), with the
     /// scheme's default port and a trailing slash dropped (`HTTPS://Chat.Example:443/` becomes
     /// `https://chat.example`).
-    public static func normalizedOrigin(_ text: String) -> String {
+    package static func normalizedOrigin(_ text: String) -> String {
         var origin = text.trimmingASCIISpaces().lowercased()
         if origin.hasSuffix("/") { origin.removeLast() }
         for (scheme, port) in [("https://", ":443"), ("http://", ":80")]
@@ -64,7 +64,7 @@ public enum WebSocketHandshake {
     }
 
     /// The client's request bytes. Extensions and subprotocols are not offered.
-    public static func clientRequest(
+    package static func clientRequest(
         host: String, path: String, key: String, headers: [(String, String)] = []
     ) -> [UInt8] {
         var text = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -75,15 +75,15 @@ public enum WebSocketHandshake {
     }
 
     /// The server's answer to a client request, parsed far enough to decide.
-    public struct Response: Sendable, Equatable {
-        public var status: Int
-        public var headers: [String: String]
+    package struct Response: Sendable, Equatable {
+        package var status: Int
+        package var headers: [String: String]
         /// Bytes after the header block: the first WebSocket frames, already sent by the server.
-        public var rest: [UInt8]
+        package var rest: [UInt8]
     }
 
     /// Parses a response head from `bytes`; nil until the blank line has arrived.
-    public static func parseResponse(_ bytes: [UInt8]) -> Response? {
+    package static func parseResponse(_ bytes: [UInt8]) -> Response? {
         guard let end = headerEnd(bytes) else { return nil }
         let head = String(decoding: bytes[..<end], as: UTF8.self)
         var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false).makeIterator()
@@ -101,7 +101,7 @@ public enum WebSocketHandshake {
     }
 
     /// Whether a response accepts the upgrade requested with `key`.
-    public static func accepts(_ response: Response, key: String) -> Bool {
+    package static func accepts(_ response: Response, key: String) -> Bool {
         response.status == 101 && tokens(response.headers["upgrade"]).contains("websocket")
             && tokens(response.headers["connection"]).contains("upgrade")
             && response.headers["sec-websocket-accept"] == acceptValue(forKey: key)
@@ -126,7 +126,7 @@ public enum WebSocketHandshake {
 extension StringProtocol {
     /// Without leading and trailing spaces and tabs (HTTP's optional whitespace): the one trimmer
     /// of the code base, here because this is its lowest target.
-    public func trimmingASCIISpaces() -> String {
+    package func trimmingASCIISpaces() -> String {
         var text = Substring(self)
         while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
         while let last = text.last, last == " " || last == "\t" { text.removeLast() }

@@ -508,4 +508,47 @@ import Testing
         counts = try Self.expectCountsMatchRows(store)
         #expect(counts.values.allSatisfy { $0 == 0 })
     }
+
+    /// Each way a pending push is cancelled ends the jobs it names and no others: a message with
+    /// a collapse key its key's earlier jobs on each device, a new `clear` the device's pending
+    /// one, an ack every device's message jobs up to it, a gone device all of its own.
+    @Test func eachCancelEndsOnlyTheJobsItNames() async throws {
+        let store = try open()
+        defer { store.close() }
+        for deviceId in ["phone", "tablet"] {
+            let device = Device(
+                userId: "u", deviceId: deviceId, target: "http://127.0.0.1:9/\(deviceId)", platform: nil,
+                contentFree: false, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+            _ = try await Self.wait { store.putDevice(device, completion: $0) }
+        }
+        for (id, collapseKey) in [("m1", "k"), ("m2", "k"), ("m3", nil)] {
+            var new = try message(id, ["u"])
+            new.message.collapseKey = collapseKey
+            new.delivery = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
+            _ = try await Self.accept(store, new)
+        }
+        let now = Timestamp(milliseconds: 1_000_100)
+        for badge: Int64 in [5, 4] {
+            try await Self.wait {
+                store.queueBadge(userId: "u", deviceId: "phone", badge: badge, now: now, completion: $0)
+            }
+        }
+        _ = try await Self.wait { store.ack(userId: "u", seq: 2, epoch: nil, now: now, completion: $0) }
+        let later = Timestamp(milliseconds: 2_000_000)
+        let tablet = try #require(
+            try store.duePushes(now: later, limit: 10, skipping: [], admitting: { _ in .take })
+                .first { $0.deviceId == "tablet" })
+        try await Self.wait { store.finish(tablet, result: .deviceGone(reason: "gone"), now: later, completion: $0) }
+
+        func jobs(_ state: JobState) throws -> [String] {
+            try store.deliveries(state: state, userId: "u", limit: 100)
+                .map { "\($0.deviceId) \($0.messageId ?? $0.kind.rawValue) \($0.lastError ?? "-")" }.sorted()
+        }
+        #expect(try jobs(.pending) == ["phone clear -", "phone m3 -"])
+        #expect(
+            try jobs(.cancelled) == [
+                "phone clear superseded", "phone m1 collapsed", "phone m2 acked", "tablet m1 collapsed",
+                "tablet m2 acked", "tablet m3 gone",
+            ])
+    }
 }

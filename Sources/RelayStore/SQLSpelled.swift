@@ -1,0 +1,19 @@
+import RelayCore
+
+/// An enum stored as its raw value, spelled into a statement as an SQL string literal, so that
+/// no state or kind is written by hand in SQL. A literal rather than a bound parameter: the
+/// planner can then match the statement against the partial indexes' condition
+/// (`push_jobs_pending`, `event_jobs_pending`); with `state = ?` it may not use them.
+protocol SQLSpelled: RawRepresentable where RawValue == String {}
+
+extension SQLSpelled {
+    /// The raw value as an SQL string literal (raw values are plain words: nothing to escape).
+    var sql: String { "'\(rawValue)'" }
+
+    /// `('a', 'b')`, for `IN`.
+    static func sql(_ values: Self...) -> String { "(" + values.map(\.sql).joined(separator: ", ") + ")" }
+}
+
+extension JobState: SQLSpelled {}
+extension PushKind: SQLSpelled {}
+extension DeliveryState: SQLSpelled {}
