@@ -103,8 +103,8 @@ package final class RelayProcess: @unchecked Sendable {
         process.standardError = log
         try process.run()
         self.process = process
-        // The first stdout line names the bound URL.
-        let deadline = Date().addingTimeInterval(20)
+        // The first stdout line names the bound URL (a sanitized build on a busy machine takes seconds).
+        let deadline = Date().addingTimeInterval(60)
         var buffer = Data()
         while Date() < deadline {
             let chunk = stdout.fileHandleForReading.availableData

@@ -30,7 +30,7 @@ package final class WebSocketTestClient {
         } catch {
             throw Failure(description: "\(error)")
         }
-        setTimeout(seconds: 10)
+        setTimeout(seconds: 30)  // a wait for a frame, long enough for a sanitized relay on a busy machine
         let key = WebSocketHandshake.randomKey()
         try sendRaw(WebSocketHandshake.clientRequest(host: "127.0.0.1:\(port)", path: path, key: key, headers: headers))
         var received: [UInt8] = []

@@ -236,13 +236,16 @@ def ping_flood(binary):
         flooders = [RawWebSocket(relay, relay.token(f"flooder{n}")) for n in range(3)]
         rss_before = relay.rss()
 
-        stop_at = time.monotonic() + 3.0
+        # The flood lasts until the relay hangs up (its close handshake times out after 5 s) or 10 s:
+        # a bystander starved by it would wait for that, 4 s or more after its post at 1 s, far
+        # beyond a live message's latency on a busy machine (tens of ms; the bound below is 3 s).
+        stop_at = time.monotonic() + 10.0
         sent = [0] * len(flooders)
         write_errors = [None] * len(flooders)
 
         def flood(index):
             # 64 pings of 125 bytes per write; partial writes are resumed so frames stay whole.
-            # Bounded by time (3 s) and by count (at most 2 million frames).
+            # Bounded by time (10 s) and by count (at most 2 million frames).
             batch = b"".join(masked_frame(0x9, b"p" * 125) for _ in range(64))
             sock, pending = flooders[index].sock, memoryview(batch)
             sock.settimeout(0.2)  # a full send buffer must not hold the writer past the deadline
@@ -274,7 +277,7 @@ def ping_flood(binary):
         except socket.timeout:
             latency = float("inf")
         for writer in writers:
-            writer.join(5)
+            writer.join(10)
 
         # Every flooder must have been closed by the relay: read what it sent (welcome, pongs,
         # perhaps a close frame) until EOF or a close frame, all at once against one deadline.
@@ -292,7 +295,7 @@ def ping_flood(binary):
         detail = (f"sent {sum(sent)} pings, writers stopped by {write_errors}, closes {outcomes}, "
                   f"bystander latency {latency * 1000:.0f} ms (POST answered in {answered * 1000:.0f} ms), "
                   f"RSS {rss_before / MB:.1f} -> {rss_after / MB:.1f} MB")
-        assert latency < 1.0, detail
+        assert latency < 3.0, detail
         assert rss_after - rss_before < 100 * MB, detail
         assert all(outcome is not None for outcome in outcomes), "a flooder is still open: " + detail
         assert all(outcome in ("eof", 1008) for outcome in outcomes), "close code is not 1008: " + detail
@@ -392,8 +395,9 @@ def header_trickle(binary):
         time.sleep(max(0.0, opened + 3 - time.monotonic()))
         started = time.monotonic()
         status = None
-        while status != 200 and time.monotonic() < started + 5:
-            status = get_healthz(relay, timeout=min(2.0, max(0.1, started + 5 - time.monotonic())))
+        # Locked out, it would wait for the trickle's end (20 s); 10 s leave a busy machine room.
+        while status != 200 and time.monotonic() < started + 10:
+            status = get_healthz(relay, timeout=min(2.0, max(0.1, started + 10 - time.monotonic())))
             if status != 200:
                 time.sleep(0.2)
         waited = time.monotonic() - started
@@ -560,7 +564,7 @@ def per_address_cap(binary):
             after = get_healthz(relay)
             return after == 200
         started = time.monotonic()
-        assert wait_for(healthy, 5), f"still refused after closing 2 WebSockets: {after}"
+        assert wait_for(healthy), f"still refused after closing 2 WebSockets: {after}"
         relay.assert_alive()
         return (f"6th connection with 5 WebSockets open: {'refused' if sixth is None else sixth}; "
                 f"after closing 2: 200 in {time.monotonic() - started:.2f} s")
@@ -647,7 +651,9 @@ def signal_flood(binary):
         # Default signalsMaxInFlight is 32: a few dozen descriptors more, not one per signal.
         assert most - before <= 150, f"descriptors {before} -> {most} during the flood ({sent} signals)"
         assert rss_growth < 64 * MB, f"RSS grew by {rss_growth / MB:.0f} MiB"
-        assert slowest_health < 2.0, f"/healthz took {slowest_health:.2f} s"
+        # A wedged relay would not answer at all (each probe waits 10 s); the bound leaves a busy
+        # machine room.
+        assert slowest_health < 5.0, f"/healthz took {slowest_health:.2f} s"
         dropped = metric(relay, 'pushrelay_signals_total{outcome="dropped"}')
         limited = metric(relay, 'pushrelay_signals_total{outcome="rate_limited"}')
         assert dropped > 0 and limited > 0, (dropped, limited)
@@ -702,11 +708,12 @@ def batch_bystander(binary):
         assert not errors, errors
         assert all(status == 200 and statuses == {202} for _, status, statuses in results), results
         longest = max(elapsed for elapsed, _, _ in results)
-        # Bounds: before, a single post queued behind the batches waited for them whole (17-55 s
-        # with two posters); now it waits for one bounded transaction (~0.2 s in a release build).
+        # Bounds relative to the batches (a busy machine slows both alike): before, a single post
+        # queued behind the batches waited for them whole (17-55 s with two posters); now it waits
+        # for one bounded transaction (~0.2 s in a release build). LargeBatchTests says the same.
         assert len(single) >= 3, f"the batches took {longest:.1f} s: too quick to be measured beside"
-        assert max(single) < 3.0, f"a single post waited {max(single):.2f} s (batches: {longest:.1f} s)"
-        assert max(ready) < 3.0, f"/readyz waited {max(ready):.2f} s (batches: {longest:.1f} s)"
+        assert max(single) < longest / 4, f"a single post waited {max(single):.2f} s (batches: {longest:.1f} s)"
+        assert max(ready) < longest / 4, f"/readyz waited {max(ready):.2f} s (batches: {longest:.1f} s)"
         relay.assert_alive()
         return (f"3 x 60k rows in {longest:.1f} s; single post max {max(single) * 1000:.0f} ms, "
                 f"/readyz max {max(ready) * 1000:.0f} ms over {len(single)} probes")

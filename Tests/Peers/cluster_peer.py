@@ -150,32 +150,34 @@ def online_on(relay, user):
        "presence.changed is sent once per transition; a killed node's devices go offline after its lease")
 def cross_node_presence(binary):
     receiver = EventReceiver()
-    a, b = pair(binary, "--node-lease-ms", "4000", "--push-delay-ms", "200", "--events-url", f"{receiver.base}/events")
+    # An 8 s lease, renewed every third of it: a renewal late by seconds on a busy machine does not
+    # end it before the kill below, and the check right after the kill has seconds to run.
+    a, b = pair(binary, "--node-lease-ms", "8000", "--push-delay-ms", "200", "--events-url", f"{receiver.base}/events")
     try:
         async def run():
             async with websockets.connect(ws_url(a, "gina")) as ws:
                 await synced(ws)
-                assert wait_for(lambda: online_on(b, "gina"), 5), "B does not see gina online"
+                assert wait_for(lambda: online_on(b, "gina")), "B does not see gina online"
                 status, body = post(b, "g1", ["gina"])
                 assert status == 202 and body["recipients"][0]["delivery"] == "live", body
-                await asyncio.sleep(0.5)  # past the debounce (push delay): a real change, reported
-            assert wait_for(lambda: not online_on(b, "gina"), 5), "B still sees gina online after the close"
-            assert wait_for(lambda: len(receiver.events("presence.changed")) >= 2, 5)
+                await asyncio.sleep(1.5)  # well past the debounce (push delay): a real change, reported
+            assert wait_for(lambda: not online_on(b, "gina")), "B still sees gina online after the close"
+            assert wait_for(lambda: len(receiver.events("presence.changed")) >= 2)
             time.sleep(1.0)
             changes = [(e["data"]["userId"], e["data"]["online"]) for e in receiver.events("presence.changed")]
             assert changes == [("gina", True), ("gina", False)], changes
             # A node dies with a socket open: its device stays online until the lease ends.
             ws = await websockets.connect(ws_url(a, "hugo"))
             await synced(ws)
-            assert wait_for(lambda: online_on(b, "hugo"), 5)
+            assert wait_for(lambda: online_on(b, "hugo"))
             a.kill9()
             killed = time.monotonic()
             assert online_on(b, "hugo"), "offline before the lease ended"
-            assert wait_for(lambda: not online_on(b, "hugo"), 10), "still online long after the lease"
+            assert wait_for(lambda: not online_on(b, "hugo")), "still online long after the lease"
             waited = time.monotonic() - killed
             assert wait_for(lambda: ("hugo", False) in [(e["data"]["userId"], e["data"]["online"])
-                                                       for e in receiver.events("presence.changed")], 10)
-            return f"offline everywhere {waited:.1f} s after kill -9 (lease 4 s, renewed every 1.3 s)"
+                                                       for e in receiver.events("presence.changed")])
+            return f"offline everywhere {waited:.1f} s after kill -9 (lease 8 s, renewed every 2.7 s)"
         return asyncio.run(run())
     finally:
         a.stop()
@@ -275,6 +277,10 @@ def cross_node_pushes(binary):
         for n in range(1, 101):
             assert post(a if n % 2 else b, f"d{n}", ["dave"])[0] == 202
         assert wait_for(lambda: len(receiver.seqs()) >= 100, 20), receiver.seqs()
+        # Killed once the outcomes are stored: a push received here but not yet recorded when the
+        # node dies goes out again (at least once), which is not what this check is about. The
+        # receiver having it says nothing about the record; on a busy machine the gap is long.
+        assert wait_for(lambda: psql(a, "SELECT count(*) FROM push_jobs WHERE state = 'pending'") == "0")
         # Whichever node delivers dies; the other takes over.
         a.kill9()
         for n in range(101, 151):
@@ -301,7 +307,7 @@ def pushes_woken_across_nodes(binary):
         # own can be what wakes it. Nothing else runs (no socket, no lease renewal).
         for n in range(1, 21):
             assert post(a if n <= 10 else b, f"e{n}", ["erin"])[0] == 202
-            assert wait_for(lambda: n in receiver.seqs(), 10), (n, receiver.seqs())
+            assert wait_for(lambda: n in receiver.seqs()), (n, receiver.seqs())
         return "20 messages, 10 posted on each node, each pushed before the next was posted"
     finally:
         a.stop()
@@ -321,13 +327,13 @@ def stopped_leader(binary):
     try:
         # A starts alone, so it is the one that delivers.
         held = "SELECT count(*) FROM pg_locks WHERE relation = 'delivery_lease'::regclass AND granted"
-        assert wait_for(lambda: psql(a, held) == "1", 10)
+        assert wait_for(lambda: psql(a, held) == "1")
         b = Relay(binary, *common, key=KEY, db=db)
         receiver.register(b, "gus")
         assert post(b, "g1", ["gus"])[0] == 202
-        assert wait_for(lambda: 1 in receiver.seqs(), 10), receiver.seqs()
+        assert wait_for(lambda: 1 in receiver.seqs()), receiver.seqs()
         # Stopped once its outcome is stored: a push in flight at the stop would go out again.
-        assert wait_for(lambda: psql(a, "SELECT count(*) FROM push_jobs WHERE state = 'pending'") == "0", 10)
+        assert wait_for(lambda: psql(a, "SELECT count(*) FROM push_jobs WHERE state = 'pending'") == "0")
         a.proc.send_signal(signal.SIGSTOP)
         stopped = time.monotonic()
         for n in range(2, 6):
@@ -609,7 +615,7 @@ def waiting_node_holds_no_snapshot(binary):
     a, b = pair(binary)
     try:
         waiting = "FROM pg_stat_activity WHERE query LIKE '%LOCK TABLE delivery_lease%' AND wait_event_type = 'Lock'"
-        assert wait_for(lambda: psql(a, f"SELECT count(*) {waiting}") == "1", 10), psql(a, "SELECT * FROM pg_stat_activity")
+        assert wait_for(lambda: psql(a, f"SELECT count(*) {waiting}") == "1"), psql(a, "SELECT * FROM pg_stat_activity")
         for relay in (a, b):  # while both write
             for n in range(20):
                 assert post(relay, f"x{relay.port}-{n}", ["xavier"])[0] == 202

@@ -102,7 +102,7 @@ class Context:
 def wrong_key(ctx):
     ctx.open_console()
     ctx.sign_in("not-the-key")
-    assert wait_for(lambda: "refused" in ctx.text("login-error"), 10), ctx.text("login-error")
+    assert wait_for(lambda: "refused" in ctx.text("login-error")), ctx.text("login-error")
     assert not ctx.visible("app")
     ctx.driver.get_log("browser")  # the 401 of this check is expected; start the next one clean
     return ctx.text("login-error")
@@ -112,8 +112,8 @@ def wrong_key(ctx):
 def loads(ctx):
     ctx.open_console()
     ctx.sign_in(KEY)
-    assert wait_for(lambda: ctx.visible("app") and "Users online" in ctx.text("cards"), 10), ctx.text("login-error")
-    assert wait_for(lambda: "up" in ctx.text("node"), 5)
+    assert wait_for(lambda: ctx.visible("app") and "Users online" in ctx.text("cards")), ctx.text("login-error")
+    assert wait_for(lambda: "up" in ctx.text("node"))
     time.sleep(2.5)  # one periodic refresh
     errors = ctx.severe_logs()
     assert not errors, errors
@@ -129,12 +129,12 @@ def watch(ctx):
     field.clear()
     field.send_keys("alice")
     ctx.driver.find_element(By.CSS_SELECTOR, "#watch-form button[type=submit]").click()
-    assert wait_for(lambda: "Watching alice" in ctx.text("watch-status"), 10), ctx.text("watch-status")
+    assert wait_for(lambda: "Watching alice" in ctx.text("watch-status")), ctx.text("watch-status")
     started = time.monotonic()
     status, body = ctx.relay.http("POST", "/v1/messages", {"id": "console-live-1", "recipients": ["alice"],
                                                            "payload": {"text": "hello from the test"}})
     assert status == 202, body
-    assert wait_for(lambda: "console-live-1" in ctx.text("frames"), 10), ctx.text("frames")
+    assert wait_for(lambda: "console-live-1" in ctx.text("frames")), ctx.text("frames")
     seen = time.monotonic() - started
     # The watch socket is opened in the background: alice is not online because the console looks
     # at her, and once the watch stops, nothing of it is left in her presence.
@@ -158,16 +158,16 @@ def replay(ctx):
                                                            "payload": {"text": "x"}, "push": {"title": "T"}})
     assert status == 202, body
     buttons = lambda: ctx.driver.find_elements(By.CSS_SELECTOR, "#dead button")
-    assert wait_for(lambda: buttons() and "console-dead-1" in ctx.text("dead"), 10), ctx.text("dead")
+    assert wait_for(lambda: buttons() and "console-dead-1" in ctx.text("dead")), ctx.text("dead")
     ctx.receiver.status[path] = 204
     buttons()[0].click()
-    assert wait_for(lambda: ctx.receiver.received.count(path) >= 2, 10), ctx.receiver.received
-    assert wait_for(lambda: "console-dead-1" not in ctx.text("dead"), 10), ctx.text("dead")
+    assert wait_for(lambda: ctx.receiver.received.count(path) >= 2), ctx.receiver.received
+    assert wait_for(lambda: "console-dead-1" not in ctx.text("dead")), ctx.text("dead")
     field = ctx.driver.find_element(By.ID, "message-id")
     field.clear()
     field.send_keys("console-dead-1")
     ctx.driver.find_element(By.CSS_SELECTOR, "#lookup-form button").click()
-    assert wait_for(lambda: "delivered" in ctx.text("timeline"), 10), ctx.text("timeline")
+    assert wait_for(lambda: "delivered" in ctx.text("timeline")), ctx.text("timeline")
     assert "bob · seq 1 · pushed" in ctx.text("timeline"), ctx.text("timeline")
     assert not ctx.severe_logs()
     return "replayed; the timeline shows: " + ctx.text("timeline").replace("\n", " | ")

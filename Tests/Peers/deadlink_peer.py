@@ -126,10 +126,13 @@ def cut_and_recover(binary, *relay_args, bound, pushes=None):
         relay.stop()
 
 
-@check("with a 1 s relay ping, a dead link is replaced and every message printed once, in order, within 10 s")
+@check("with a 1 s relay ping, a dead link is replaced and every message printed once, in order, within 20 s")
 def fast_ping(binary):
     took = cut_and_recover(binary, "--ping-interval-ms", "1000", bound=30)
-    assert took <= 10, f"{took:.1f} s"
+    # 6.5 s of silence, a check, a backoff and the catch-up: about 8 s. The bound leaves a busy
+    # machine room and still tells it from the default ping's 42.5 s; the rule's arithmetic is
+    # LinkWatchdogTests', on a stepping clock.
+    assert took <= 20, f"{took:.1f} s"
     return f"{took:.1f} s (rule: 6.5 s of silence)"
 
 

@@ -256,7 +256,7 @@ def retry_is_idempotent(world):
     time.sleep(0.5)
     copies = [m for m in world.inbox() if m["payload"].get("event_id") == event]
     assert len(copies) == 1, copies
-    assert wait_for(lambda: world.pushes_with("retry me"), 10)
+    assert wait_for(lambda: world.pushes_with("retry me"))
     time.sleep(1)
     assert len(world.pushes_with("retry me")) == 1, world.pushes_with("retry me")
     attempts = sum(1 for e, _ in world.proxy.forwarded if e == event)

@@ -33,6 +33,7 @@ class Receiver(QuietServer):
         self.pushes = []  # (path, headers, body, time)
         self.behaviour = {}  # path -> list of actions, consumed in order; default "ok"
         self.trickles = []  # seconds until the relay hung up on a trickled answer
+        self.cut_at = []  # when it did (time.monotonic())
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
@@ -62,7 +63,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(4)
             action = "ok"
         if action == "trickle":
-            # A 200 whose head comes one byte every 0.2 s (10 s in all): the attempt must end at
+            # A 200 whose head comes one byte every 0.2 s (16 s in all): the attempt must end at
             # its deadline, not when the receiver is done.
             started = time.monotonic()
             try:
@@ -73,6 +74,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except OSError:  # the relay hung up
                 with server.lock:
                     server.trickles.append(time.monotonic() - started)
+                    server.cut_at.append(time.monotonic())
             self.close_connection = True
             return
         status, headers = {"ok": (204, {}), "500": (500, {}), "410": (410, {}), "400": (400, {}),
@@ -108,6 +110,19 @@ class Relay(PeerRelay):
         return body
 
 
+def barrier(relay, receiver, user):
+    """Posts a message for a device of `user`'s own and waits until its push has arrived, then a
+    moment more (pushes sent together may arrive in either order). The notifier sends pushes in
+    the order they fall due, so a push due earlier, one a check says must not come, would have
+    come by then: a check for "no push" waits for this instead of sleeping for a fixed time,
+    which a busy machine can outlast. The barrier is due after what it covers when it is posted
+    after it, with the same push delay."""
+    relay.device(receiver, user, "barrier")
+    relay.post(f"{user}-barrier", [user])
+    assert wait_for(lambda: receiver.received(f"/{user}/barrier")), "the barrier push never came"
+    time.sleep(0.5)
+
+
 CHECKS, check = registry()
 
 
@@ -137,11 +152,12 @@ def offline_push(binary, receiver):
 
 @check("several pending messages coalesce into one push with the unread count; content-free carries no content")
 def coalesced(binary, receiver):
-    relay = Relay(binary, "--push-delay-ms", "1500")
+    relay = Relay(binary, "--push-delay-ms", "5000")
     try:
         relay.device(receiver, "bob", "tablet", contentFree=True)
         # Spread out, not in one burst: a push window opens with the first pending message and
-        # takes in every message that joins it before it is due.
+        # takes in every message that joins it before it is due (5 s: the four posts fit in it on
+        # a busy machine too).
         for n in range(4):
             relay.post(f"b{n}", ["bob"])
             time.sleep(0.1)
@@ -158,7 +174,9 @@ def coalesced(binary, receiver):
 
 @check("an online device that acks gets no push; one that comes back within the push delay and acks, none either")
 def online_no_push(binary, receiver):
-    relay = Relay(binary, "--push-delay-ms", "800", "--ack-timeout-ms", "1000")
+    # 3 s of push delay and ack timeout: the ack and the reconnect each have that long, busy
+    # machine or not.
+    relay = Relay(binary, "--push-delay-ms", "3000", "--ack-timeout-ms", "3000")
     try:
         relay.device(receiver, "carol", "phone")
         status, token = relay.http("POST", "/v1/tokens", {"userId": "carol", "deviceId": "phone"})
@@ -182,7 +200,7 @@ def online_no_push(binary, receiver):
                 await ws.recv()
                 assert json.loads(await ws.recv())["seq"] == 2
                 await ws.send(json.dumps({"type": "ack", "seq": 2}))
-                await asyncio.sleep(1.5)  # past the push delay and the ack timeout
+                await asyncio.to_thread(barrier, relay, receiver, "carol-after")  # past both pushes' due times
         asyncio.run(scenario())
         assert receiver.received("/carol/phone") == [], receiver.received("/carol/phone")
     finally:
@@ -245,7 +263,7 @@ def gone_and_dead(binary, receiver):
         receiver.behaviour["/gus/phone"] = ["500"] * 50
         relay.device(receiver, "gus", "phone")
         relay.post("g1", ["gus"], ttl=2)
-        assert wait_for(lambda: relay.http("GET", "/v1/messages/g1")[1]["recipients"][0]["state"] in ("dead", "expired"), 10)
+        assert wait_for(lambda: relay.http("GET", "/v1/messages/g1")[1]["recipients"][0]["state"] in ("dead", "expired"))
         attempts = len(receiver.received("/gus/phone"))
         time.sleep(1)
         assert len(receiver.received("/gus/phone")) == attempts, "attempts went on after the TTL"
@@ -261,14 +279,14 @@ def hang(binary, receiver):
         receiver.behaviour["/hal/phone"] = ["hang"]
         relay.device(receiver, "hal", "phone")
         relay.post("h1", ["hal"])
-        assert wait_for(lambda: len(receiver.received("/hal/phone")) >= 2, 10)
+        assert wait_for(lambda: len(receiver.received("/hal/phone")) >= 2)
     finally:
         relay.stop()
 
 
 @check("ack from one device cancels pending pushes on the others and sends clear to those already pushed")
 def read_elsewhere(binary, receiver):
-    relay = Relay(binary, "--push-delay-ms", "300")
+    relay = Relay(binary, "--push-delay-ms", "3000")  # the ack below comes within it, busy machine or not
     try:
         relay.device(receiver, "ivy", "phone")
         relay.post("i1", ["ivy"])
@@ -278,7 +296,7 @@ def read_elsewhere(binary, receiver):
         status, _ = relay.http("POST", "/v1/users/ivy/ack", {"seq": 2})
         assert status == 204
         assert wait_for(lambda: len(receiver.received("/ivy/phone")) == 2)
-        time.sleep(0.6)
+        barrier(relay, receiver, "ivy-after")  # past i2's due time
         phone = [json.loads(p[2]) for p in receiver.received("/ivy/phone")]
         assert [p["type"] for p in phone] == ["message", "clear"], phone
         assert phone[1]["unread"] == 0, phone
@@ -302,7 +320,7 @@ def events(binary, receiver):
             url = relay.base.replace("http://", "ws://") + "/v1/ws?access_token=" + token["token"]
             async with websockets.connect(url) as ws:
                 await ws.recv()
-                await asyncio.sleep(0.6)  # longer than the debounce
+                await asyncio.sleep(1.5)  # well past the 200 ms debounce, a slow timer included
         asyncio.run(online_briefly())
         receiver.behaviour["/jo/phone"] = ["410"]
         relay.post("j2", ["jo"])
@@ -341,11 +359,13 @@ def signals(binary, receiver):
                     assert json.loads(await ws.recv())["type"] == "welcome"
                     assert json.loads(await ws.recv())["type"] == "synced"
                 await uma.send(json.dumps({"type": "background"}))  # backgrounded: counts as offline
+                assert await asyncio.to_thread(
+                    wait_for, lambda: relay.http("GET", "/v1/users/uma/presence")[1]["online"] is False)
                 # Sam types: the chat server hears it as a signed, ephemeral event.
                 await sam.send(json.dumps({"type": "signal", "conversationId": "!room:example.org", "name": "typing",
                                            "data": {"state": "started"}}))
                 assert wait_for(lambda: any(json.loads(p[2])["type"] == "signal.received"
-                                            for p in receiver.received("/events")), 5), "no signal.received event"
+                                            for p in receiver.received("/events"))), "no signal.received event"
                 event = next(json.loads(p[2]) for p in receiver.received("/events")
                              if json.loads(p[2])["type"] == "signal.received")
                 verify(*next((h, b) for path, h, b, _ in receiver.received("/events")
@@ -382,7 +402,9 @@ def signals(binary, receiver):
         metrics = urllib.request.urlopen(relay.base + "/metrics").read().decode()
         dropped = next(float(line.split()[-1]) for line in metrics.splitlines()
                        if line.startswith('pushrelay_signals_total{outcome="rate_limited"}'))
-        assert dropped >= 30, metrics
+        # The budget refills (10/s, burst 20) while the relay reads the 61: at least 10 dropped
+        # unless it spent over 3 s on them. The exact arithmetic is SignalAdmissionTests'.
+        assert dropped >= 10, metrics
         return f"relayed to the one online foreground device in {latency:.1f} ms; {dropped:.0f} of 61 over-budget signals dropped"
     finally:
         relay.stop()
@@ -390,7 +412,8 @@ def signals(binary, receiver):
 
 @check("a live frame not acked within the ack timeout is pushed; an acked one is not")
 def ack_timeout(binary, receiver):
-    relay = Relay(binary, "--push-delay-ms", "100", "--ack-timeout-ms", "500")
+    # A 3 s ack timeout: the ack below has that long, busy machine or not.
+    relay = Relay(binary, "--push-delay-ms", "100", "--ack-timeout-ms", "3000")
     try:
         relay.device(receiver, "kai", "phone")
         status, token = relay.http("POST", "/v1/tokens", {"userId": "kai", "deviceId": "phone"})
@@ -401,13 +424,14 @@ def ack_timeout(binary, receiver):
                 await ws.recv()
                 await ws.recv()  # synced
                 assert relay.post("k1", ["kai"])["recipients"][0]["delivery"] == "live"
-                first = json.loads(await asyncio.wait_for(ws.recv(), 5))
+                first = json.loads(await asyncio.wait_for(ws.recv(), 30))
                 await ws.send(json.dumps({"type": "ack", "seq": first["seq"]}))  # acked in time: no push
-                await asyncio.sleep(1.0)
-                assert receiver.received("/kai/phone") == [], receiver.received("/kai/phone")
                 relay.post("k2", ["kai"])
-                await asyncio.wait_for(ws.recv(), 5)  # received, never acked (the app was killed, say)
-                await asyncio.sleep(1.2)
+                await asyncio.wait_for(ws.recv(), 30)  # received, never acked (the app was killed, say)
+                # k2's push is due after any push of k1 would have been: once it is here, a push
+                # for k1 would be too (on its own, or with seq 1 in k2's).
+                assert await asyncio.to_thread(wait_for, lambda: receiver.received("/kai/phone"))
+                await asyncio.sleep(0.5)
         asyncio.run(scenario())
         pushes = [json.loads(p[2]) for p in receiver.received("/kai/phone")]
         assert len(pushes) == 1 and pushes[0]["messageId"] == "k2" and pushes[0]["seq"] == {"from": 2, "to": 2}, pushes
@@ -428,7 +452,7 @@ def breaker(binary, receiver):
         for n in range(20):
             relay.post(f"bad-{n}", [f"bad{n}"])
             relay.post(f"good-{n}", [f"good{n}"])
-        assert wait_for(lambda: all(receiver.received(f"/good{n}/phone") for n in range(20)), 5)
+        assert wait_for(lambda: all(receiver.received(f"/good{n}/phone") for n in range(20)))
         time.sleep(1.5)
         attempts = sum(len(bad.received(f"/bad{n}/phone")) for n in range(20))
         # Without the breaker: 20 jobs retried every 0-200 ms for about 2 s, several hundred attempts.
@@ -458,16 +482,18 @@ def expiring_jobs_keep_the_breaker_open(binary, receiver):
             relay.device(bad, f"bad{n}", "phone")
         for n in range(5):
             relay.post(f"fail-{n}", [f"bad{n}"])
-        assert wait_for(lambda: scrape(f'pushrelay_push_breaker_open{{host="{host}"}}') == 1, 5), "breaker not open"
+        assert wait_for(lambda: scrape(f'pushrelay_push_breaker_open{{host="{host}"}}') == 1), "breaker not open"
         # Twenty jobs with a one-second TTL wait for the host and expire: dead letters, and the host
         # was not judged by them (they used to count as successes and closed the breaker).
         for n in range(5, 25):
             relay.post(f"expire-{n}", [f"bad{n}"], ttl=1)
         dead = 'pushrelay_push_attempts_total{outcome="dead"}'
-        assert wait_for(lambda: scrape(dead) >= 20, 10), scrape(dead)
+        assert wait_for(lambda: scrape(dead) >= 20), scrape(dead)
         assert scrape(f'pushrelay_push_breaker_open{{host="{host}"}}') == 1, "expiring jobs closed the breaker"
         attempts = sum(len(bad.received(f"/bad{n}/phone")) for n in range(25))
-        assert attempts <= 7, f"{attempts} attempts: the expiring jobs were sent to a paused host"
+        # The five failures and a probe per reopening (after 1 s, 2 s, 4 s, …; a slow run sees one
+        # more); sent to the paused host, the twenty expiring jobs would make 25.
+        assert attempts <= 10, f"{attempts} attempts: the expiring jobs were sent to a paused host"
         return f"{scrape(dead):.0f} jobs dead-lettered, breaker still open, {attempts} attempts reached the host"
     finally:
         relay.stop()
@@ -477,7 +503,9 @@ def expiring_jobs_keep_the_breaker_open(binary, receiver):
 @check("a receiver trickling its answer is cut at the attempt deadline; a healthy host is not held up")
 def trickle(binary, receiver):
     slow = Receiver()
-    relay = Relay(binary, "--push-delay-ms", "0", "--push-timeout-ms", "1500", "--push-retry-base-ms", "200")
+    # A 5 s attempt deadline: the healthy push below has that long to come before the first
+    # trickled attempt is cut, busy machine or not.
+    relay = Relay(binary, "--push-delay-ms", "0", "--push-timeout-ms", "5000", "--push-retry-base-ms", "200")
     try:
         for n in range(64):
             slow.behaviour[f"/t{n}/phone"] = ["trickle"]
@@ -487,16 +515,21 @@ def trickle(binary, receiver):
         relay.device(receiver, "healthy", "phone")
         started = time.monotonic()
         relay.post("h1", ["healthy"])
-        assert wait_for(lambda: receiver.received("/healthy/phone"), 10), "the healthy push never came"
-        healthy = time.monotonic() - started
-        assert healthy < 3, f"a healthy receiver waited {healthy:.1f} s behind a trickling one"
-        # The trickled attempts end at their 1.5 s deadline (the receiver would go on for 10 s), at
-        # most 16 at a time (the host's share of the 64 delivery threads); then the breaker, fed
-        # by those failures, paces the host.
-        assert wait_for(lambda: len(slow.trickles) >= 16, 15), slow.trickles
+        assert wait_for(lambda: receiver.received("/healthy/phone")), "the healthy push never came"
+        arrived = receiver.received("/healthy/phone")[0][3]
+        healthy = arrived - started
+        # Not held up: it came while every trickled attempt was still running. Held up, it would
+        # have waited for a delivery thread, and those free up only as trickled attempts are cut.
+        with slow.lock:
+            cut_before = [at for at in slow.cut_at if at < arrived]
+        assert not cut_before, f"the healthy push came {healthy:.1f} s after its post, behind {len(cut_before)} cut attempts"
+        # The trickled attempts end at their 5 s deadline (the receiver would go on for 16 s; the
+        # default deadline is 10 s), at most 16 at a time (the host's share of the 64 delivery
+        # threads); then the breaker, fed by those failures, paces the host.
+        assert wait_for(lambda: len(slow.trickles) >= 16), slow.trickles
         with slow.lock:
             cut = list(slow.trickles)
-        assert max(cut) < 4, f"attempts not cut at the deadline: {sorted(cut)}"
+        assert max(cut) < 8, f"attempts not cut at the deadline: {sorted(cut)}"
         return (f"healthy push after {healthy * 1000:.0f} ms; {len(cut)} trickled answers cut after "
                 f"{min(cut):.1f}-{max(cut):.1f} s")
     finally:
@@ -543,7 +576,7 @@ def crash_in_flight(binary, receiver):
             relay.device(receiver, f"f{n}", "phone")
         for n in range(40):
             relay.post(f"f{n}", [f"f{n}"])
-        assert wait_for(lambda: sum(1 for n in range(40) if receiver.received(f"/f{n}/phone")) >= 16, 10)
+        assert wait_for(lambda: sum(1 for n in range(40) if receiver.received(f"/f{n}/phone")) >= 16)
         relay.kill9()  # those deliveries are in flight, their outcome never recorded
         relay.start()
         assert wait_for(lambda: all(relay.http("GET", f"/v1/messages/f{n}")[1]["recipients"][0]["state"] == "pushed"
@@ -555,7 +588,7 @@ def crash_in_flight(binary, receiver):
 
 @check("kill -9 with 1,000 jobs pending: after the restart every job is delivered")
 def crash_restart(binary, receiver):
-    relay = Relay(binary, "--push-delay-ms", "2000")
+    relay = Relay(binary, "--push-delay-ms", "6000")  # the posts and the kill fit in it on a busy machine
     try:
         for n in range(1000):
             relay.device(receiver, f"u{n}", "phone")
@@ -566,7 +599,7 @@ def crash_restart(binary, receiver):
         relay.kill9()
         assert sum(len(receiver.received(f"/u{n}/phone")) for n in range(1000)) == 0
         relay.start()
-        assert wait_for(lambda: all(receiver.received(f"/u{n}/phone") for n in range(1000)), 30)
+        assert wait_for(lambda: all(receiver.received(f"/u{n}/phone") for n in range(1000)), 60)
     finally:
         relay.stop()
 

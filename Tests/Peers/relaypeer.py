@@ -14,8 +14,9 @@ import urllib.error
 import urllib.request
 
 
-def call(base, method, path, body=None, token=None, timeout=10):
-    """One JSON request; returns (status, decoded body or None)."""
+def call(base, method, path, body=None, token=None, timeout=30):
+    """One JSON request; returns (status, decoded body or None). The timeout is long: an answer
+    on a busy machine can take seconds."""
     request = urllib.request.Request(base + path, method=method)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
@@ -65,7 +66,7 @@ class Relay:
         self.port = int(self.base.rsplit(":", 1)[1])
         return time.monotonic() - started
 
-    def http(self, method, path, body=None, token=None, timeout=10):
+    def http(self, method, path, body=None, token=None, timeout=30):
         return call(self.base, method, path, body, token or self.key, timeout)
 
     def token(self, user, device="phone"):
@@ -97,7 +98,12 @@ def pushed(relay, message_id):
     return status == 200 and all(r["state"] == "pushed" for r in body["recipients"])
 
 
-def wait_for(predicate, timeout=10.0):
+def wait_for(predicate, timeout=30.0):
+    """Whether `predicate` holds within `timeout` seconds, polled until then: for what a check waits
+    for (a push, a stored state). The default is far beyond what any step takes on a quiet machine,
+    so that a busy one (two shared cores, other builds) cannot fail a check; it costs nothing
+    unless the check fails. Not for "it does not happen": a wait proves nothing there, a check
+    waits instead for something that must come after it (see `notifier_peer.barrier`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

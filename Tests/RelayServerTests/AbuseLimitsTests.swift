@@ -31,8 +31,10 @@ import Glibc
     }
 
     /// The same through the real binary: 40 requests pipelined in one write reach the relay at
-    /// once, so the outcome does not depend on how fast this machine answers them (at 1/s, a
-    /// second 429-free answer would need the relay to spend over 37 s on them).
+    /// once. The budget refills while the relay answers them, so the count of 429s depends on
+    /// its speed; the bound leaves room for a sanitized relay on a busy machine (at 1/s with a
+    /// burst of 3, fewer than 20 refusals would need it to spend over 17 s on the 40 requests).
+    /// The exact arithmetic is the test above's, on an injected clock.
     @Test func aNoisyClientGets429WhileOthersAreServed() async throws {
         let relay = try RelayProcess(arguments: ["--rate-limit-client-per-s", "1"])
         let alice = try await relay.token(userId: "alice")
@@ -45,7 +47,7 @@ import Glibc
         let statuses = answers.map { Int($0.prefix(3)) ?? 0 }
         #expect(statuses.count == 40)
         #expect(statuses.prefix(3).allSatisfy { $0 == 200 })  // the burst
-        #expect(statuses.filter { $0 == 429 }.count >= 30)
+        #expect(statuses.filter { $0 == 429 }.count >= 20, "\(statuses)")
         let refused = answers.first { $0.hasPrefix("429") } ?? ""
         #expect(refused.contains("\"rate_limited\""))
         #expect(refused.lowercased().contains("retry-after: 1\r\n"))
@@ -108,7 +110,7 @@ import Glibc
         }
         for n in 0..<3 { try connect("d\(n)") }
         // The rows are written when each device goes offline: wait until all three are there.
-        for _ in 0..<100 where try await presenceDevices().count < 3 { try await Task.sleep(nanoseconds: 50_000_000) }
+        _ = try await eventually { try await presenceDevices().count >= 3 }
         #expect(try await presenceDevices() == ["d0", "d1", "d2"])
         let refused = try await relay.request(
             "GET", "/v1/ws?deviceId=d3", token: token, headers: upgrade)
@@ -127,9 +129,15 @@ import Glibc
     }
 
     /// Hundreds of connections trickling a request one byte at a time do not hold up a normal
-    /// client, and are closed by the idle timeout.
+    /// client, and are closed by the idle timeout. "Not held up" without a stopwatch: each normal
+    /// request is answered while every trickler is still open. A relay that served it only once
+    /// they were gone would answer after the idle timeout (they are not trickled meanwhile), with
+    /// them closed; 5 s of idle timeout is far more than a request takes on a busy machine. (The
+    /// head's own deadline is set out of the way: only idleness closes them here.)
     @Test func slowlorisDoesNotStarveOthers() async throws {
-        let relay = try RelayProcess(arguments: ["--connection-timeout-s", "2", "--max-connections-per-ip", "0"])
+        let relay = try RelayProcess(arguments: [
+            "--connection-timeout-s", "5", "--request-header-timeout-ms", "600000", "--max-connections-per-ip", "0",
+        ])
         var connections: [RawConnection] = []
         for _ in 0..<300 {
             let connection = try RawConnection(port: relay.port)
@@ -137,27 +145,24 @@ import Glibc
             connections.append(connection)
         }
         let sockets = connections.map(\.fd)
-        var slowest = 0.0
+        /// Descriptors the relay has hung up on (EOF or reset; an open one has nothing to read).
+        func hungUp() -> [Int32] {
+            sockets.filter { fd in
+                var byte: UInt8 = 0
+                let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK))
+                return !(count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            }
+        }
         for round in 0..<10 {
             for fd in sockets { _ = send(fd, "s", 1, Int32(MSG_NOSIGNAL)) }  // trickle
-            let started = Date()
             let response = try await relay.request(
                 "POST", "/v1/messages", json: ["id": "n\(round)", "recipients": ["dee"], "payload": [:]])
             #expect(response.status == 202)
-            slowest = max(slowest, Date().timeIntervalSince(started))
+            #expect(hungUp().isEmpty, "round \(round): answered only after the relay dropped tricklers")
             try await Task.sleep(nanoseconds: 100_000_000)
         }
-        #expect(slowest < 5.0, "a normal request took \(slowest) s")  // generous: sanitizers, busy CI
         // Silent for longer than the idle timeout: the relay hangs up on them.
-        try await Task.sleep(nanoseconds: 3_500_000_000)
-        var closed = 0
-        for fd in sockets {
-            var byte: UInt8 = 0
-            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            if recv(fd, &byte, 1, 0) == 0 { closed += 1 }
-        }
-        #expect(closed == sockets.count)
+        #expect(await eventually { hungUp().count == sockets.count })
         withExtendedLifetime(connections) {}  // the descriptors stay open until here
     }
 }
@@ -172,14 +177,14 @@ extension AbuseLimitsTests {
             try await Task.sleep(nanoseconds: 50_000_000)  // let the relay accept them in order
         }
         let sockets = connections.map(\.fd)
-        func isClosedByServer(_ fd: Int32) -> Bool {
-            var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        func isClosedByServer(_ fd: Int32, within seconds: Int) -> Bool {
+            var timeout = timeval(tv_sec: seconds, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var byte: UInt8 = 0
             return recv(fd, &byte, 1, 0) == 0
         }
-        #expect(isClosedByServer(sockets[5]))  // the sixth
-        #expect(!isClosedByServer(sockets[0]))  // the first five stay open (idle timeout is 60 s)
+        #expect(isClosedByServer(sockets[5], within: 30))  // the sixth (however long the relay takes)
+        #expect(!isClosedByServer(sockets[0], within: 1))  // the first five stay open (idle timeout is 60 s)
         withExtendedLifetime(connections) {}
     }
 }

@@ -68,7 +68,9 @@ import Glibc
             }
         }
         #expect(closed)
-        #expect(Date().timeIntervalSince(started) < 5)
+        // Cut near its 0.5 s deadline, not when the head is done (16 s of trickle): the bound
+        // leaves a busy machine room and still tells the two apart.
+        #expect(Date().timeIntervalSince(started) < 10)
         #expect(try await relay.request("GET", "/healthz", token: nil).status == 200)
     }
 
@@ -87,10 +89,14 @@ import Glibc
         #expect(refused.responseStatus() == nil)
         sockets[0].close()
         #expect(try sockets[0].waitForClose() == 1000)
-        try await Task.sleep(nanoseconds: 200_000_000)
-        let admitted = try RawConnection(port: relay.port, receiveTimeout: 5)
-        admitted.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        #expect(admitted.responseStatus() == 200)
+        // The relay counts the socket out once it has seen it close: a fresh connection is
+        // admitted then (and, until then, refused: each try is a new connection).
+        let admitted = await eventually {
+            guard let connection = try? RawConnection(port: relay.port, receiveTimeout: 10) else { return false }
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            return connection.responseStatus() == 200
+        }
+        #expect(admitted)
     }
 
     // MARK: 8. Authentication before the body
@@ -186,15 +192,17 @@ import Glibc
         _ = try expiring.nextJSON()
         #expect(try expiring.waitForClose() == 1008)
 
-        // Three seconds left; refreshed at once, it is still open four seconds later.
-        let short = Self.signedToken(#"{"sub":"tom","did":"phone","exp":\#(Self.nowSeconds - 27)}"#)
+        // Six seconds left (time for a sanitized relay on a busy machine to take the refresh);
+        // refreshed at once, it is still open after they have passed.
+        let shortEnd = Self.nowSeconds + 6  // its exp plus the 30 s leeway
+        let short = Self.signedToken(#"{"sub":"tom","did":"phone","exp":\#(shortEnd - 30)}"#)
         let refreshed = try WebSocketTestClient(port: relay.port, path: "/v1/ws?access_token=\(short)")
         _ = try refreshed.nextJSON()
         let fresh = Self.signedToken(#"{"sub":"tom","did":"phone","exp":\#(Self.nowSeconds + 600)}"#)
         try refreshed.send(json: ["type": "refresh", "token": fresh])
         var answer: [String: Any] = [:]
         while answer["type"] as? String != "refreshed" { answer = try refreshed.nextJSON() }
-        try await Task.sleep(nanoseconds: 4_000_000_000)
+        while Self.nowSeconds <= shortEnd + 1 { try await Task.sleep(nanoseconds: 200_000_000) }
         _ = try await relay.request("POST", "/v1/messages", json: ["id": "t1", "recipients": ["tom"], "payload": [:]])
         var delivered = false
         while !delivered { delivered = try refreshed.nextJSON()["id"] as? String == "t1" }
@@ -216,7 +224,8 @@ import Glibc
                     + "Content-Length: 100\r\n\r\n{")
             shutdown(connection.fd, Int32(SHUT_RDWR))
         }
-        try await Task.sleep(nanoseconds: 500_000_000)
+        // libmicrohttpd's report of them is what this is about: wait for it, then read the log.
+        #expect(await eventually { relay.logText.contains("http server error") }, "\(relay.logText)")
         _ = relay.stop()
         let lines = relay.logText.split(separator: "\n")
         #expect(lines.allSatisfy { $0.hasPrefix("ts=") }, "\(lines.filter { !$0.hasPrefix("ts=") })")

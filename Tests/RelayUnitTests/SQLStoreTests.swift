@@ -17,8 +17,10 @@ import Testing
 
     /// `store` once it is the delivering node (on PostgreSQL it takes the delivery lease on a
     /// thread of its own, just after opening; until then it reads no due jobs and prunes nothing).
+    /// Waited for up to a minute: seconds on a busy machine.
     static func delivering(_ store: SQLStore) -> SQLStore {
-        for _ in 0..<1000 where !store.delivers { usleep(10_000) }
+        let deadline = Date().addingTimeInterval(60)
+        while !store.delivers, Date() < deadline { usleep(10_000) }
         return store
     }
 

@@ -62,7 +62,8 @@ done
 "$BIN" serve --listen 127.0.0.1:0 --db "$TMP/relay.sqlite" --server-keys sdk-server-key-0123 --log-level warning \
     >"$TMP/relay.out" 2>"$TMP/relay.err" &
 PIDS+=($!)
-for _ in $(seq 100); do grep -qs "listening on" "$TMP/relay.out" && break; sleep 0.1; done
+# Every wait below is a poll up to a minute: far beyond what each step takes, for a busy machine.
+for _ in $(seq 600); do grep -qs "listening on" "$TMP/relay.out" && break; sleep 0.1; done
 URL=$(sed -n 's/.*listening on //p' "$TMP/relay.out")
 TOKEN=$(curl -sf -X POST "$URL/v1/tokens" -H 'Authorization: Bearer sdk-server-key-0123' -H 'Content-Type: application/json' \
     -d '{"userId":"ann","deviceId":"phone"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
@@ -72,20 +73,27 @@ PIDS+=($APP_PID)
 sleep 1
 curl -sf -o /dev/null -X POST "$URL/v1/messages" -H 'Authorization: Bearer sdk-server-key-0123' -H 'Content-Type: application/json' \
     -d '{"id":"hello-app","recipients":["ann"],"payload":{"text":"hi","n":1.10}}'
-for _ in $(seq 100); do kill -0 $APP_PID 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 600); do kill -0 $APP_PID 2>/dev/null || break; sleep 0.1; done
 cat "$TMP/app.out"
 grep -qF 'message 1 {"text":"hi","n":1.10}' "$TMP/app.out" || { echo "FAILED: the app did not get the message byte for byte"; exit 1; }
 echo "ok     a throw-away app package builds against the RelayClient product and gets a message byte for byte"
 
 # The runnable example (examples/chat), as its README runs it: bob listens, alice types a line;
-# bob sees alice typing (a signal) and her message (live).
+# bob sees alice typing (a signal) and her message (live). A signal reaches only a device online
+# when it is sent: alice starts once the relay sees bob online, and bob reads on until alice is
+# done (then 5 s more for her line to reach him), however long each takes to start.
 swift build --package-path "$REPO/examples/chat" --scratch-path "$TMP/chat-build" 2>&1 | tail -1
 CHAT="$TMP/chat-build/debug/chat"
 export PUSHRELAY_SERVER_KEY=sdk-server-key-0123 PUSHRELAY_URL="$URL"
-(sleep 8) | "$CHAT" bob alice >"$TMP/bob.out" 2>&1 &
+(for _ in $(seq 1200); do [[ -e "$TMP/alice.done" ]] && break; sleep 0.1; done; sleep 5) | "$CHAT" bob alice >"$TMP/bob.out" 2>&1 &
 PIDS+=($!)
+for _ in $(seq 600); do
+    curl -sf "$URL/v1/users/bob/presence" -H 'Authorization: Bearer sdk-server-key-0123' | grep -q '"online":true' && break
+    sleep 0.1
+done
 (sleep 2; echo "hello bob"; sleep 2) | "$CHAT" alice bob >"$TMP/alice.out" 2>&1
-for _ in $(seq 100); do grep -q "alice: hello bob" "$TMP/bob.out" && grep -q "(alice is typing…)" "$TMP/bob.out" && break; sleep 0.1; done
+touch "$TMP/alice.done"
+for _ in $(seq 600); do grep -q "alice: hello bob" "$TMP/bob.out" && grep -q "(alice is typing…)" "$TMP/bob.out" && break; sleep 0.1; done
 cat "$TMP/bob.out"
 grep -q "alice: hello bob" "$TMP/bob.out" || { echo "FAILED: bob did not get alice's message"; exit 1; }
 grep -q "(alice is typing…)" "$TMP/bob.out" || { echo "FAILED: bob did not see alice typing"; exit 1; }
