@@ -20,7 +20,7 @@ PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 seleni
 SYNAPSE_VENV := .venv-synapse
 SYNAPSE_PACKAGE := matrix-synapse==1.163.2
 
-.PHONY: deps test-deps build release run test test-end-to-end sanitizer-builds test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
+.PHONY: deps test-deps build release run test test-end-to-end sanitizers test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
 
 ## deps: install the Debian packages building and running need (apt-get update once,
 ## non-interactive install); test-deps: those and what the tests need
@@ -73,17 +73,14 @@ $(SYNAPSE_VENV)/.installed: Makefile
 
 ## test: build and run every test (unit and end-to-end against the real binary, python peers
 ## for the WebSocket and the push webhooks, a short fuzz run, the sanitizers). The sanitizer
-## and fuzz builds run beside the end-to-end tests, which mostly wait (on sockets, timers and
-## servers): that keeps `make test` near 15 minutes on 2 cores, and the tests run on a busy
-## machine every time, as they must pass there.
+## stages (their builds, then the whole Swift suite under each) run beside the end-to-end tests,
+## which mostly wait on sockets, timers and servers: that keeps `make test` under 20 minutes on
+## 2 cores, and the tests run on a busy machine every time, as they must pass there.
 test: test-deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
 	python3 Tests/Docs/links.py
 	$(SWIFT) build --build-tests
-	$(MAKE) --no-print-directory -j2 --output-sync=line test-end-to-end sanitizer-builds
-	$(MAKE) --no-print-directory fuzz-smoke
-	$(MAKE) --no-print-directory tsan
-	$(MAKE) --no-print-directory asan
+	$(MAKE) --no-print-directory -j2 --output-sync=line test-end-to-end sanitizers
 
 ## test-end-to-end: the Swift tests and every peer, on SQLite then PostgreSQL (after `swift build --build-tests`)
 test-end-to-end:
@@ -106,14 +103,11 @@ test-end-to-end:
 	$(VENV)/bin/python Tests/Peers/deadlink_peer.py .build/debug/pushrelay
 	deploy/check-packages.sh .build/debug/pushrelay
 
-## sanitizer-builds: what `fuzz-smoke`, `tsan` and `asan` build, built ahead (their own runs then
-## find it up to date)
-sanitizer-builds: deps
-	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
-	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
-	@for target in $(FUZZ_TARGETS); do \
-	  PUSHRELAY_FUZZ=1 $(SWIFT) build --sanitize=fuzzer --scratch-path .build/fuzz --product $$target || exit 1; \
-	done
+## sanitizers: the short fuzz run, then every Swift test under the thread and the address sanitizer
+sanitizers:
+	$(MAKE) --no-print-directory fuzz-smoke
+	$(MAKE) --no-print-directory tsan
+	$(MAKE) --no-print-directory asan
 
 ## test-postgres: the store's tests and the end-to-end suite (Swift, WebSocket and notifier peers) again on PostgreSQL,
 ## and the two-node tests; needs PUSHRELAY_TEST_POSTGRES (`make test` runs it through

@@ -1,5 +1,6 @@
 """Shared pieces of the python peer tests: a real relay process on an ephemeral port, JSON over
 HTTP to it, polling, and a quiet threaded HTTP server for local receivers."""
+import atexit
 import datetime
 import http.server
 import ipaddress
@@ -42,6 +43,17 @@ def fresh_db():
     return f"postgresql:///{name}?host={socket_dir}&port=5432&user=postgres"
 
 
+# Every Relay started, so that a failed check can show what its relays wrote to stderr.
+STARTED = []
+
+
+@atexit.register
+def _remove_logs():
+    for relay in STARTED:
+        if os.path.exists(relay.log):
+            os.unlink(relay.log)
+
+
 class Relay:
     """`pushrelay serve` on 127.0.0.1 with its own database; restarts keep the port."""
 
@@ -49,6 +61,9 @@ class Relay:
         self.binary, self.extra, self.key = binary, extra, key
         self.db = db or fresh_db()
         self.port = 0
+        # Its stderr, shown when a check fails (a crash's backtrace, MHD's last words).
+        self.log = tempfile.mktemp(prefix="pushrelay-peer-", suffix=".err")
+        STARTED.append(self)
         self.start()
 
     def start(self):
@@ -57,7 +72,7 @@ class Relay:
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", self.db, "--server-keys", self.key,
              "--log-level", "warning", "--push-allowed-hosts", "127.0.0.1:*,[::1]:*", *self.extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE, stderr=open(self.log, "a"), text=True)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             self.proc.kill()
@@ -228,6 +243,7 @@ def run_checks(checks, run):
     import traceback
     passed = failed = 0
     for name, fn in checks:
+        first = len(STARTED)
         try:
             detail = run(fn)
             passed += 1
@@ -236,5 +252,11 @@ def run_checks(checks, run):
             failed += 1
             print(f"FAILED {name}")
             traceback.print_exc()
+            for relay in STARTED[first:]:
+                with open(relay.log, errors="replace") as log:
+                    tail = log.readlines()[-40:]
+                if tail:
+                    print(f"--- stderr of the relay on port {relay.port}, last {len(tail)} lines:")
+                    print("".join(tail), end="")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
