@@ -184,7 +184,11 @@ package enum Command {
         sigwait(&signals, &received)
         logger.info("signal received", ("signal", received == SIGTERM ? "SIGTERM" : "SIGINT"))
         app.shutdown()
-        return 0
+        // Everything accepted is stored and the store is closed: leave without `exit`'s atexit
+        // handlers (OpenSSL's and libpq's cleanup), which would free global state under a thread
+        // that has not wound down yet. A node once aborted (SIGABRT) after SIGTERM under load.
+        fflush(nil)
+        _exit(0)
     }
 
     private static func echo(_ config: RelayConfig, _ logger: Logger) throws -> Int32 {

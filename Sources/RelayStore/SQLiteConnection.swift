@@ -131,11 +131,13 @@ package final class SQLiteConnection: SQLConnection {
 
     // MARK: Writes (one writer: BEGIN IMMEDIATE takes the write lock at once)
 
-    package func beginWrite(pipelined: Bool) throws { try execute("BEGIN IMMEDIATE") }
-    package func commitWrite(effect: WriteEffect) throws { try execute("COMMIT") }
+    // The hot ones run as cached prepared statements: `sqlite3_exec` parses its text every time,
+    // and every write is wrapped in a savepoint (two parses per push).
+    package func beginWrite(pipelined: Bool) throws { try run("BEGIN IMMEDIATE", []) }
+    package func commitWrite(effect: WriteEffect) throws { try run("COMMIT", []) }
     package func rollbackWrite() { _ = try? execute("ROLLBACK") }
-    package func savepoint() throws { try execute("SAVEPOINT op") }
-    package func releaseSavepoint() throws { try execute("RELEASE op") }
+    package func savepoint() throws { try run("SAVEPOINT op", []) }
+    package func releaseSavepoint() throws { try run("RELEASE op", []) }
 
     package func rollbackToSavepoint() {
         _ = try? execute("ROLLBACK TO op")
