@@ -4,8 +4,9 @@
   parse-wrk RESULTS KEY WRK_OUTPUT [--fail-non2xx]   record wrk's req/s, p50/p99, errors
   parse-redis RESULTS KEY CSV                        record redis-benchmark --csv rps, p50/p99
   fsync DIR OUT_JSON                                 4 KiB pwrite + fdatasync latency in DIR
-  summary DIR BENCHMARKS_MD                          `make bench`: every run's figures beside the
-                                                     targets, spliced into BENCHMARKS.md
+  summary DIR BENCHMARKS_MD README_MD                `make bench`: every run's figures beside the
+                                                     targets, spliced into BENCHMARKS.md; the
+                                                     headline ratios spliced into the README
   set RESULTS KEY VALUE                              record a value (JSON if it parses)
   batch-delta RESULTS KEY BEFORE AFTER               group-commit batch sizes between two /metrics dumps
   fill-pushrelay PORT KEY USER COUNT [THREADS]       POST COUNT messages for USER (keep-alive)
@@ -23,6 +24,7 @@ import os
 import re
 import statistics
 import sys
+import textwrap
 import threading
 import time
 
@@ -383,20 +385,26 @@ def cmd_fsync(args):
 
 MARK_BEGIN = "<!-- make-bench:begin -->"
 MARK_END = "<!-- make-bench:end -->"
+README_BEGIN = "<!-- bench-figures:begin -->"
+README_END = "<!-- bench-figures:end -->"
 
 
 def cmd_summary(args):
     """Every run's figures of one `make bench` (run.sh, websocket.sh and idle_cpu.sh output in
     DIR), one column per run, with the targets; written between the markers (the top of
     BENCHMARKS.md: whatever follows the end marker is kept)."""
-    out_dir, md_path = args
+    out_dir, md_path, readme_path = args
     ingest = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("ingest")]
     ws = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("ws")]
     idle_path = os.path.join(out_dir, "idle.json")
     idle = load(idle_path) if os.path.exists(idle_path) else {}
     fsyncs = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("fsync")]
+    pushes = [load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.startswith("push")]
+    cluster_path = os.path.join(out_dir, "cluster.json")
+    cluster = load(cluster_path) if os.path.exists(cluster_path) else {}
+    cluster_runs = [cluster[k] for k in sorted(cluster) if isinstance(cluster[k], dict)]
     meta = ingest[0].get("meta", {}) if ingest else {}
-    runs = max(len(ingest), len(ws), 1)
+    runs = max(len(ingest), len(ws), len(pushes), len(cluster_runs), 1)
 
     def rps(d, key):
         return (d.get(key) or {}).get("rps")
@@ -422,6 +430,32 @@ def cmd_summary(args):
             if key.startswith(f"{server}.idle."):
                 return value.get("rssPerConnectionKiB")
         return None
+
+    def push(run, transport):
+        """pushes/s and relay CPU µs per push from push_bench.py's line, e.g. '… = 10114 pushes/s;
+        relay CPU 138 µs per push; …'."""
+        line = run.get(transport) or ""
+        rate = re.search(r"= ([0-9]+) pushes/s", line)
+        cpu = re.search(r"CPU ([0-9]+) µs", line)
+        return (float(rate.group(1)) if rate else None, int(cpu.group(1)) if cpu else None)
+
+    def number(v):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return None
+
+    def push_cell(run, transport, ceiling_key):
+        rate, cpu = push(run, transport)
+        ceiling = number(run.get(ceiling_key))
+        if rate is None:
+            return "n/a"
+        share = f" ({rate / ceiling:.2f})" if ceiling else ""
+        return f"{fmt_rps(rate)}{share}, {cpu} µs" if cpu is not None else f"{fmt_rps(rate)}{share}"
+
+    def push_latency(run):
+        found = re.search(r"p50 (-?[0-9.]+) ms, p99 (-?[0-9.]+) ms", run.get("latency") or "")
+        return f"{found.group(1)} / {found.group(2)}" if found else "n/a"
 
     def pq(v):
         return "n/a" if v is None else f"{v['p50ms']:.2f} / {v['p99ms']:.2f}"
@@ -462,13 +496,32 @@ def cmd_summary(args):
     rows.append(("RSS per idle WebSocket, KiB: PushRelay / nchan / mosquitto",
                  [" / ".join("n/a" if idle_rss(run, s) is None else f"{idle_rss(run, s):.1f}"
                              for s in ("pushrelay", "nchan", "mosquitto")) for run in ws], "keep the lowest"))
+    rows.append(("Push receiver ceilings, req/s: `wrk` http / https, `h2load` HTTP/2",
+                 [" / ".join(fmt_rps(number(p.get(k))) if number(p.get(k)) else "n/a"
+                             for k in ("ceiling_http", "ceiling_https", "ceiling_h2")) for p in pushes]
+                 + ["n/a"] * (runs - len(pushes)), ""))
+    rows.append(("**Webhook pushes/s** over http (share of the ceiling), relay CPU per push",
+                 cells([push_cell(p, "http", "ceiling_http") for p in pushes], str), "≥ 0.25 of the ceiling"))
+    rows.append(("Webhook pushes/s over https (share), CPU per push",
+                 cells([push_cell(p, "https", "ceiling_https") for p in pushes], str), ""))
+    rows.append(("**APNs pushes/s** over HTTP/2 (share of `h2load`), CPU per push",
+                 cells([push_cell(p, "apns", "ceiling_h2") for p in pushes], str),
+                 "≥ 0.25 of h2load and ≥ the webhook's"))
+    rows.append(("Push due → receiver at 200/s, p50 / p99 ms", cells([push_latency(p) for p in pushes], str), ""))
+    rows.append(("Ingest on PostgreSQL, req/s: one node / two nodes (sum) / SQLite in the same run",
+                 cells([f"{fmt_rps(number(c.get('pg1')))} / {fmt_rps(number(c.get('pg2')))} / "
+                        f"{fmt_rps(number(c.get('sqlite')))}" for c in cluster_runs], str), ""))
+    rows.append(("Live across two nodes (subscribers on A, posts to B), p50 / p99 ms",
+                 cells([c.get("cross_live") for c in cluster_runs], str), ""))
     idle_cell = ("n/a" if not idle else
                  f"{idle.get('wakeups')} wake-ups, {idle.get('ticks')} CPU ticks in {idle.get('seconds')} s")
     rows.append(("**Idle** after work (context switches, all threads)", [idle_cell] + [""] * (runs - 1), "0"))
 
     lines = [MARK_BEGIN, "", f"## `make bench`: {meta.get('date', '?')}, commit {meta.get('commit', '?')}", ""]
     lines.append(f"Command: `make bench` (RUNS={runs}): `Benchmarks/run.sh` {len(ingest)}×, "
-                 f"`Benchmarks/websocket.sh` {len(ws)}×, `Benchmarks/idle_cpu.sh` once; {meta.get('cpus')} CPUs; "
+                 f"`Benchmarks/websocket.sh` {len(ws)}×, `Benchmarks/push.sh` {len(pushes)}× "
+                 f"({meta.get('push_jobs', 20000)} jobs each), `Benchmarks/cluster.sh` (RUNS={len(cluster_runs)}), "
+                 f"`Benchmarks/idle_cpu.sh` once; {meta.get('cpus')} CPUs; "
                  f"wrk {meta.get('wrk_args')}; {meta.get('payload_bytes')}-byte payloads; one recipient of "
                  f"{meta.get('users')} users per message. Every figure of a column comes from the same run.")
     lines.append("")
@@ -478,17 +531,58 @@ def cmd_summary(args):
         lines.append(f"| {name} | " + " | ".join(values) + f" | {target} |")
     lines.append("")
     lines.append(MARK_END)
-    block = "\n".join(lines)
-    with open(md_path) as f:
+    splice(md_path, MARK_BEGIN, MARK_END, "\n".join(lines))
+    print("\n".join(lines))
+
+    # The README's headline figures, from the same runs (never typed by hand).
+    def each(values, fmt):
+        shown = [fmt(v) for v in values if v is not None]
+        return " and ".join(shown) if shown else "n/a"
+
+    ingest_rps = [rps(d, "pushrelay") for d in ingest]
+    xadd_rps = [rps(d, "redis_xadd") for d in ingest]
+    batch = [(rps(d, "pushrelay_batch") or 0) * 1000 or None for d in ingest]
+    live = [latency(run, "pushrelay", 100) for run in ws]
+    mosquitto = [latency(run, "mosquitto", 100) for run in ws]
+    nchan = [latency(run, "nchan", 100) for run in ws]
+    webhook = [push(p, "http")[0] for p in pushes]
+    apns = [push(p, "apns")[0] for p in pushes]
+    readme = [README_BEGIN, "",
+              f"From the `make bench` table at the top of [BENCHMARKS.md](BENCHMARKS.md) "
+              f"({meta.get('date', '?')[:10]}, commit {meta.get('commit', '?')}; {meta.get('cpus')} cores, loopback; "
+              f"each figure beside its peer in the same run, one per run):",
+              "",
+              f"- **Ingest:** a durable `POST /v1/messages` (committed with fsync before the 202) at "
+              f"{each(ingest_rps, fmt_rps)} req/s: **{each([ratio(a, b) for a, b in zip(ingest_rps, xadd_rps)], lambda v: f'{v:.2f}')}×** "
+              f"Redis `XADD` with `appendfsync always` ({each(xadd_rps, fmt_rps)}); batches store "
+              f"{each(batch, fmt_rps)} recipient-messages/s.",
+              f"- **Live latency**, 100 subscribers × 1,000 msg/s, post to frame: p99 "
+              f"**{each([v and v['p99ms'] for v in live], lambda v: f'{v:.2f}')} ms**, against "
+              f"{each([v and v['p99ms'] for v in mosquitto], lambda v: f'{v:.2f}')} ms for mosquitto (QoS 1) and "
+              f"{each([v and v['p99ms'] for v in nchan], lambda v: f'{v:.2f}')} ms for nchan (both deliver from memory; "
+              f"the relay sends after its fsync'ed commit).",
+              f"- **Pushes:** {each(webhook, fmt_rps)} webhook pushes/s, "
+              f"**{each([ratio(r, number(p.get('ceiling_http'))) for r, p in zip(webhook, pushes)], lambda v: f'{v:.2f}')}×** "
+              f"the receiver's own ceiling (`wrk`); APNs over HTTP/2 {each(apns, fmt_rps)} pushes/s, "
+              f"{each([ratio(r, number(p.get('ceiling_h2'))) for r, p in zip(apns, pushes)], lambda v: f'{v:.2f}')}× "
+              f"`h2load`'s.",
+              "", README_END]
+    wrapped = [textwrap.fill(line, 100, subsequent_indent="  " if line.startswith("- ") else "",
+                             break_on_hyphens=False) if line else line for line in readme]
+    splice(readme_path, README_BEGIN, README_END, "\n".join(wrapped))
+
+
+def splice(path, begin, end, block):
+    """Replaces what lies between the markers in PATH (appends the block when they are missing)."""
+    with open(path) as f:
         text = f.read()
-    if MARK_BEGIN in text and MARK_END in text:
-        head, rest = text.split(MARK_BEGIN, 1)
-        text = head + block + rest.split(MARK_END, 1)[1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(md_path, "w") as f:
+    with open(path, "w") as f:
         f.write(text)
-    print(block)
 
 
 COMMANDS = {

@@ -94,6 +94,11 @@ for ((run = 1; run <= RUNS; run++)); do
     stop "$a" "$b"
     echo "    PostgreSQL two nodes: $pg2_rps req/s (sum), cross-node live $cross_live ms" >&2
     ROWS+=("| $run | $sqlite_rps | $pg1_rps | $pg2_rps | $sqlite_live | $pg1_live | $cross_live | $pg_catchup |")
+    if [[ -n "${CLUSTER_JSON:-}" ]]; then  # for `make bench`'s table (Benchmarks/bench.sh)
+        python3 Benchmarks/bench_helper.py set "$CLUSTER_JSON" "run$run" "$(printf \
+            '{"sqlite": %s, "pg1": %s, "pg2": %s, "pg1_live": "%s", "cross_live": "%s", "pg_catchup_ms": %s}' \
+            "$sqlite_rps" "$pg1_rps" "$pg2_rps" "$pg1_live" "$cross_live" "$pg_catchup")"
+    fi
 done
 
 {

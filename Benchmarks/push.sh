@@ -138,3 +138,15 @@ mkdir -p "$ROOT/Benchmarks/results"
     echo "- latency: $LATENCY"
     echo "- 100k pending: $SCHEDULE"
 } | tee "$ROOT/Benchmarks/results/push.md"
+
+# For `make bench`'s table (Benchmarks/bench.sh sets PUSH_JSON): the ceilings and each line as printed.
+if [[ -n "${PUSH_JSON:-}" ]]; then
+    record() { python3 "$ROOT/Benchmarks/bench_helper.py" set "$PUSH_JSON" "$1" "$2"; }
+    record ceiling_http "$CEILING"
+    record ceiling_https "$TLS_CEILING"
+    record ceiling_h2 "$H2_CEILING"
+    record http "\"$THROUGHPUT\""
+    record https "\"$TLS_THROUGHPUT\""
+    record apns "\"$APNS\""
+    record latency "\"$LATENCY\""
+fi
