@@ -511,8 +511,10 @@ def cmd_summary(args):
     rows.append(("Ingest on PostgreSQL, req/s: one node / two nodes (sum) / SQLite in the same run",
                  cells([f"{fmt_rps(number(c.get('pg1')))} / {fmt_rps(number(c.get('pg2')))} / "
                         f"{fmt_rps(number(c.get('sqlite')))}" for c in cluster_runs], str), ""))
-    rows.append(("Live across two nodes (subscribers on A, posts to B), p50 / p99 ms",
-                 cells([c.get("cross_live") for c in cluster_runs], str), ""))
+    rows.append(("Live on PostgreSQL, 100 subs × 1k msg/s, p50 / p99 ms: one node; across two (subs on A, posts to B)",
+                 cells([f"{c.get('pg1_live')}; {c.get('cross_live')}" for c in cluster_runs], str), ""))
+    rows.append(("Catch-up of 10,000 on PostgreSQL, median ms",
+                 cells([number(c.get("pg_catchup_ms")) for c in cluster_runs], lambda v: f"{v:.1f}"), ""))
     idle_cell = ("n/a" if not idle else
                  f"{idle.get('wakeups')} wake-ups, {idle.get('ticks')} CPU ticks in {idle.get('seconds')} s")
     rows.append(("**Idle** after work (context switches, all threads)", [idle_cell] + [""] * (runs - 1), "0"))
