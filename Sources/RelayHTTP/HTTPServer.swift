@@ -126,15 +126,15 @@ package final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// Stops accepting new connections; requests on open connections still get answers.
-    package func quiesce() {
-        guard let daemon, let socket, !quiesced else { return }
-        quiesced = true
-        let listenFD = MHD_quiesce_daemon(daemon)
-        if listenFD >= 0 { close(listenFD) } else { close(socket.fd) }
-    }
+    /// Stops taking new connections (each is closed as soon as it is accepted); requests on open
+    /// connections still get answers. Not `MHD_quiesce_daemon`: on an epoll daemon with its own
+    /// threads it races the workers' removal of the listening socket from their epoll sets, and
+    /// the loser's `ENOENT` aborts the process (seen as SIGABRT after SIGTERM under load, "Failed
+    /// to remove listen FD from epoll set"). The socket closes with the daemon.
+    package func quiesce() { quiesced.store(true, ordering: .relaxed) }
 
-    private var quiesced = false
+    /// Set by `quiesce`; read by the accept policy.
+    let quiesced = Atomic<Bool>(false)
 
     /// Stops accepting, lets in-flight requests finish (up to `drainMs`), answers 503 those
     /// still unanswered, then stops MHD. Upgraded sockets must have been closed before (MHD cannot
@@ -294,6 +294,7 @@ private let completedHandler: MHD_RequestCompletedCallback = { serverPointer, co
 private let acceptPolicy: MHD_AcceptPolicyCallback = { serverPointer, address, _ in
     guard let serverPointer else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer).takeUnretainedValue()
+    guard !server.quiesced.load(ordering: .relaxed) else { return .NO }
     return server.connections.admits(describe(address: address)) ? .YES : .NO
 }
 

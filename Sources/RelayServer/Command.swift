@@ -186,7 +186,7 @@ package enum Command {
         app.shutdown()
         // Everything accepted is stored and the store is closed: leave without `exit`'s atexit
         // handlers (OpenSSL's and libpq's cleanup), which would free global state under a thread
-        // that has not wound down yet. A node once aborted (SIGABRT) after SIGTERM under load.
+        // that has not wound down yet (a timer's, a resolver's).
         fflush(nil)
         _exit(0)
     }

@@ -254,7 +254,14 @@ def run_checks(checks, run):
             traceback.print_exc()
             for relay in STARTED[first:]:
                 with open(relay.log, errors="replace") as log:
-                    tail = log.readlines()[-40:]
+                    lines = log.readlines()
+                # A crash report names the crashed thread first and lists every other one after:
+                # show its head, then the log's last lines.
+                crashed = next((i for i, line in enumerate(lines) if "crashed" in line or "Fatal error" in line), None)
+                if crashed is not None and crashed < len(lines) - 40:
+                    print(f"--- stderr of the relay on port {relay.port}, from its crash report:")
+                    print("".join(lines[max(0, crashed - 5):crashed + 60]), end="")
+                tail = lines[-40:]
                 if tail:
                     print(f"--- stderr of the relay on port {relay.port}, last {len(tail)} lines:")
                     print("".join(tail), end="")
