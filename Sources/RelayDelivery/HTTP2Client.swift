@@ -133,10 +133,8 @@ package final class HTTP2Client: @unchecked Sendable {
         self.tls = tls
         self.settings = settings
         poller = try Poller()
-        resolver = WorkerPool(threads: 1, name: "pushrelay-h2-resolver")
-        let thread = Thread { [self] in run() }
-        thread.name = "pushrelay-http2"
-        thread.start()
+        resolver = WorkerPool(threads: 1, name: "h2-resolver")
+        ServiceThread.start("relay-http2") { [self] in run() }
     }
 
     deinit { readBuffer.deallocate() }

@@ -22,7 +22,7 @@ package final class HTTPSender: Sendable {
         tls: TLSContext, allowList: HostAllowList, connectTimeoutMs: Int, totalTimeoutMs: Int, resolverThreads: Int
     ) throws(Poller.Failure) {
         client = try WebhookClient(tls: tls, connectTimeoutMs: connectTimeoutMs, totalTimeoutMs: totalTimeoutMs)
-        resolver = WorkerPool(threads: resolverThreads, name: "pushrelay-resolver")
+        resolver = WorkerPool(threads: resolverThreads, name: "resolver")
         ssrfGuard = SSRFGuard(allowList: allowList)
     }
 

@@ -197,7 +197,8 @@ package final class PushNotifier: Sendable {
     private func attempt(_ batch: PushBatch, to target: HostAdmission.Target, at time: Timestamp) {
         let host = target.host
         guard breakers.withLock({ $0[host, default: CircuitBreaker()].allows(at: time) }) else {
-            finish(batch, .postponed(until: Timestamp(milliseconds: time.milliseconds + 1000)), started: time)
+            let until = time.milliseconds + DeliveryPolicy.probeTakenPostponeMs
+            finish(batch, .postponed(until: Timestamp(milliseconds: until)), started: time)
             return
         }
         guard takeHostSlot(host) else {
@@ -257,7 +258,7 @@ package final class PushNotifier: Sendable {
     /// whether the receiver took it (false too when no `eventsUrl` is configured).
     package func sendNow(_ event: RelayEvent, done: @escaping @Sendable (Bool) -> Void) {
         guard let eventsURL else { return done(false) }
-        let id = "evt_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let id = RandomID.make("evt_", bytes: 12)
         webhooks.post(eventsURL, body: event.envelope, webhookId: id, at: now()) { outcome in
             if case .delivered = outcome { done(true) } else { done(false) }
         }

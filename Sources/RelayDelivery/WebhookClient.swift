@@ -107,9 +107,7 @@ package final class WebhookClient: @unchecked Sendable {
         self.totalTimeoutMs = totalTimeoutMs
         self.maxIdlePerAddress = maxIdlePerAddress
         poller = try Poller()
-        let thread = Thread { [self] in run() }
-        thread.name = "pushrelay-webhooks"
-        thread.start()
+        ServiceThread.start("relay-webhooks") { [self] in run() }
     }
 
     deinit { readBuffer.deallocate() }

@@ -13,10 +13,7 @@ package final class WorkerPool: Sendable {
 
     package init(threads: Int, name: String) {
         for index in 0..<max(1, threads) {
-            let thread = Thread { [self] in run() }
-            thread.name = "\(name)-\(index)"
-            thread.stackSize = 256 * 1024
-            thread.start()
+            ServiceThread.start("\(name)-\(index)", stackSize: 256 * 1024) { [self] in run() }
         }
     }
 

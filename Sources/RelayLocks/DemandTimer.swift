@@ -35,19 +35,8 @@ package final class DemandTimer: Sendable {
             return true
         }
         guard started else { return }
-        let box = Unmanaged.passRetained(Runner(timer: self, handler: handler))
-        var thread = pthread_t()
-        let created = pthread_create(
-            &thread, nil,
-            { pointer in
-                guard let pointer else { return nil }
-                Unmanaged<Runner>.fromOpaque(pointer).takeRetainedValue().run()
-                return nil
-            }, box.toOpaque())
-        if created == 0 {
-            pthread_detach(thread)
-        } else {
-            box.release()
+        let runner = Runner(timer: self, handler: handler)
+        if ServiceThread.start("relay-timer", { runner.run() }) == nil {
             state.withLock { $0.finished = true }
         }
     }
@@ -71,7 +60,7 @@ package final class DemandTimer: Sendable {
         state.withLock(when: { $0.finished }) { _ in }
     }
 
-    private final class Runner {
+    private final class Runner: Sendable {
         let timer: DemandTimer
         let handler: @Sendable () -> Void
 

@@ -53,6 +53,16 @@ extension JSONWriter {
         endObject()
     }
 
+    /// Where an inbox stands, as a catch-up page and a WebSocket's `welcome` both say it (members
+    /// of an open object): its epoch, head, whether the range asked for is whole, and the first
+    /// seq still kept.
+    mutating func inboxHead(_ page: CatchUpPage) {
+        member("epoch", page.head.epoch)
+        member("headSeq", page.head.headSeq)
+        member("complete", page.window.complete)
+        member("firstAvailableSeq", page.head.prunedSeq + 1)
+    }
+
     /// A message as clients read it (catch-up pages and WebSocket frames); `type` is set on frames.
     mutating func inboxMessage(_ message: InboxMessage, type: String? = nil) {
         beginObject()

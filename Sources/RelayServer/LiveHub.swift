@@ -180,8 +180,9 @@ final class LiveHub: Sendable {
 
     /// Each device's `lastOnline`: the store's, or a newer one this node is still writing.
     func lastOnline(_ userId: String) throws(StoreError) -> [String: Timestamp] {
-        let stored = try store.lastOnline(userId: userId)
+        // The unwritten times first: one whose write completes meanwhile is in the store's read.
         let pending = state.withLock { $0.unrecorded[userId] ?? [:] }
+        let stored = try store.lastOnline(userId: userId)
         return stored.merging(pending) { max($0, $1) }
     }
 

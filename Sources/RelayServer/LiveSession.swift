@@ -89,10 +89,7 @@ final class LiveSession: Sendable {
                 writer.member("type", "welcome")
                 writer.member("userId", userId)
                 writer.member("deviceId", deviceId)
-                writer.member("epoch", page.head.epoch)
-                writer.member("headSeq", page.head.headSeq)
-                writer.member("complete", page.window.complete)
-                writer.member("firstAvailableSeq", page.head.prunedSeq + 1)
+                writer.inboxHead(page)
                 writer.member("pingIntervalMs", pingIntervalMs)
                 writer.endObject()
                 // Without a usable cursor there is nothing to replay: the client resyncs from the

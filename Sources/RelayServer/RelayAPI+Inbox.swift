@@ -29,15 +29,12 @@ extension RelayAPI {
         var writer = JSONWriter(capacity: 256 + page.messages.reduce(0) { $0 + $1.payload.count + 160 })
         writer.beginObject()
         writer.member("userId", userId)
-        writer.member("epoch", page.head.epoch)
+        writer.inboxHead(page)
         writer.key("messages")
         writer.beginArray()
         for message in page.messages { writer.inboxMessage(message) }
         writer.endArray()
-        writer.member("headSeq", page.head.headSeq)
         writer.member("hasMore", page.hasMore)
-        writer.member("complete", page.window.complete)
-        writer.member("firstAvailableSeq", page.head.prunedSeq + 1)
         writer.endObject()
         reply.json(200, writer.bytes)
     }

@@ -84,19 +84,18 @@ package final class PostgresCluster: Sendable {
     var isLeader: Bool { lease.withLock { $0.holds(at: MonotonicClock.milliseconds()) } }
 
     func start() {
-        spawn("pushrelay-listen") { [self] in listen() }
-        spawn("pushrelay-lease") { [self] in holdLease() }
+        spawn("relay-listen") { [self] in listen() }
+        spawn("relay-lease") { [self] in holdLease() }
     }
 
     private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
         running.withLock { $0 += 1 }
-        let thread = Thread { [self] in
+        let started = ServiceThread.start(name) { [self] in
             body()
             running.withLock { $0 -= 1 }
             running.broadcast()
         }
-        thread.name = name
-        thread.start()
+        if started == nil { running.withLock { $0 -= 1 } }
     }
 
     func observe(_ observer: ClusterObserver) { self.observer.withLock { $0 = observer } }

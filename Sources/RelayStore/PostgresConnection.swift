@@ -44,16 +44,10 @@ package final class PostgresConnection: SQLConnection {
         var commitTag: String?
         var publicationFailed = false
     }
-    package let isInProcess = false
-    package private(set) var isOptimistic = false
-    package var prefetched = BatchPrefetch()
-    package let greatest = "greatest"
-    package func indexedBy(_ index: String) -> String { "" }
-    /// Sent to the other nodes at commit (`note`); see `PostgresCluster` for the format.
-    private var notes: [String] = []
-    /// Notes of committed transactions whose publication failed: they go with the next one.
+    package let dialect = SQLDialect.postgres
+    /// Notes of committed transactions whose publication failed: they go with the next one
+    /// (`commitWrite`; see `PostgresCluster` for the format).
     private var unsent: [String] = []
-    private var notesAtSavepoint = 0
     /// Who this node is in those notes (the listener skips its own).
     var nodeId = ""
     /// Run at every (re)connect: settings of this session.
@@ -407,6 +401,50 @@ package final class PostgresConnection: SQLConnection {
 
     // MARK: Transactions
 
+    package func schemaShape() throws -> SchemaShape {
+        var shape = SchemaShape()
+        try query(
+            """
+            SELECT c.table_name, c.column_name FROM information_schema.columns c
+            JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+            WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+            """
+        ) { shape.tables[$0.text(0), default: []].append($0.text(1)) }
+        shape.tables = shape.tables.mapValues { $0.sorted() }
+        // Indexes made by CREATE INDEX (not those behind a primary key or unique constraint).
+        try query(
+            """
+            SELECT i.relname, t.relname, a.attname, x.indisunique::int FROM pg_index x
+            JOIN pg_class i ON i.oid = x.indexrelid
+            JOIN pg_class t ON t.oid = x.indrelid
+            JOIN pg_namespace n ON n.oid = t.relnamespace
+            CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, position)
+            JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+            WHERE n.nspname = current_schema()
+              AND NOT EXISTS (
+                  SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid AND c.contype IN ('p', 'u', 'x'))
+            ORDER BY i.relname, k.position
+            """
+        ) { row in
+            let name = row.text(0)
+            shape.indexes[name, default: SchemaShape.Index(table: row.text(1), columns: [], unique: row.int64(3) != 0)]
+                .columns.append(row.text(2))
+        }
+        // An index ending in the table's `id` names the tie-break that a SQLite index has without
+        // naming it (every SQLite index ends in the rowid, which `id` is): the same index.
+        for (name, index) in shape.indexes where index.columns.count > 1 && index.columns.last == "id" {
+            shape.indexes[name]?.columns.removeLast()
+        }
+        try query(
+            """
+            SELECT g.tgname FROM pg_trigger g JOIN pg_class t ON t.oid = g.tgrelid
+            JOIN pg_namespace n ON n.oid = t.relnamespace
+            WHERE n.nspname = current_schema() AND NOT g.tgisinternal
+            """
+        ) { shape.triggers.insert($0.text(0)) }
+        return shape
+    }
+
     package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         do {
@@ -421,20 +459,9 @@ package final class PostgresConnection: SQLConnection {
 
     /// With `pipelined`, statements whose results are not needed (`run`) are sent without
     /// waiting for them: for a batch run without savepoints, which fails whole anyway.
-    package func beginWrite(pipelined: Bool) throws {
+    package func beginWrite(pipelined: Bool) throws -> Bool {
         try reconnect()
-        notes.removeAll(keepingCapacity: true)
         deferred.removeAll(keepingCapacity: true)
-        prefetched = BatchPrefetch()
-        isOptimistic = false
-        defer {
-            if pipelined, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_INTRANS,
-                PQenterPipelineMode(handle) != 0
-            {
-                pipeline = Pipeline()
-                isOptimistic = true
-            }
-        }
         do {
             try execute("BEGIN")
         } catch  where isBroken {
@@ -442,13 +469,18 @@ package final class PostgresConnection: SQLConnection {
             try reconnect()
             try execute("BEGIN")
         }
+        guard pipelined, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_INTRANS,
+            PQenterPipelineMode(handle) != 0
+        else { return false }
+        pipeline = Pipeline()
+        return true
     }
 
     /// Sends `COMMIT` and, queued behind it, the transaction that publishes the notes, then
     /// reads every result in one round trip. If a pipelined statement had failed, the server
     /// skipped everything after it: neither the commit nor the publication happened.
-    package func commitWrite(effect: WriteEffect) throws {
-        isOptimistic = false
+    package func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws {
+        var notes = notes.map(\.line)
         if effect == .jobs { notes.append(ClusterNote.jobs.line) }
         if pipeline == nil {
             guard PQenterPipelineMode(handle) != 0 else { throw connectionError("COMMIT") }
@@ -473,26 +505,19 @@ package final class PostgresConnection: SQLConnection {
     }
 
     package func rollbackWrite() {
-        isOptimistic = false
         deferred.removeAll(keepingCapacity: true)
         finishPipeline()
         _ = try? execute("ROLLBACK")
     }
 
-    package func savepoint() throws {
-        notesAtSavepoint = notes.count
-        try run("SAVEPOINT op")
-    }
+    package func savepoint() throws { try run("SAVEPOINT op") }
 
     package func releaseSavepoint() throws { try run("RELEASE SAVEPOINT op") }
 
     package func rollbackToSavepoint() {
-        notes.removeSubrange(notesAtSavepoint...)
         _ = try? run("ROLLBACK TO SAVEPOINT op")
         _ = try? run("RELEASE SAVEPOINT op")
     }
-
-    package func note(_ note: ClusterNote) { notes.append(note.line) }
 
     /// The notes as `pg_notify` calls in a transaction of their own that does not wait for its
     /// WAL flush: a commit that notifies holds a database-wide lock from its notify to its end, so

@@ -1,61 +1,5 @@
 package import RelayCore
 
-/// Due push jobs of one device, coalesced into one push (docs/ARCHITECTURE.md §2: several pending messages
-/// for one device go out as one push carrying the unread count).
-package struct PushBatch: Sendable {
-    package var userId: String
-    package var deviceId: String
-    /// The device's push transport, stored form (`PushTransport.target`).
-    package var target: String
-    package var contentFree: Bool
-    package var jobIds: [Int64]
-    /// Stable across retries of the same batch, new when the batch's jobs change: the oldest
-    /// job's id and the newest job's row id (a message joining a window waiting for a retry
-    /// makes another body, so it must not reuse an id a receiver may drop as a replay).
-    package var webhookId: String
-    package var kind: PushKind
-    package var seqFrom: Int64
-    package var seqTo: Int64
-    /// The newest message covered.
-    package var messageId: String?
-    package var unread: Int64
-    package var priority: Priority
-    package var collapseKey: String?
-    /// The newest message's `push` object, serialized.
-    package var push: [UInt8]?
-    package var attempts: Int
-    /// The batch may be retried until the newest TTL among its messages passes.
-    package var expiresAt: Timestamp
-
-    package init(
-        userId: String, deviceId: String, target: String, contentFree: Bool, jobIds: [Int64], webhookId: String,
-        kind: PushKind, seqFrom: Int64, seqTo: Int64, messageId: String?, unread: Int64, priority: Priority,
-        collapseKey: String?, push: [UInt8]?, attempts: Int, expiresAt: Timestamp
-    ) {
-        self.userId = userId
-        self.deviceId = deviceId
-        self.target = target
-        self.contentFree = contentFree
-        self.jobIds = jobIds
-        self.webhookId = webhookId
-        self.kind = kind
-        self.seqFrom = seqFrom
-        self.seqTo = seqTo
-        self.messageId = messageId
-        self.unread = unread
-        self.priority = priority
-        self.collapseKey = collapseKey
-        self.push = push
-        self.attempts = attempts
-        self.expiresAt = expiresAt
-    }
-
-    package var deviceKey: String { Self.deviceKey(userId, deviceId) }
-
-    /// One device's key in the sets of devices in flight.
-    package static func deviceKey(_ userId: String, _ deviceId: String) -> String { userId + "\u{0}" + deviceId }
-}
-
 /// What the scheduler makes of a due device while the store reads them (`RelayStore.duePushes`).
 package enum PushAdmission: Sendable {
     /// Read its batch.
@@ -85,7 +29,7 @@ extension SQLStore {
     /// 8030 "Topic"). With `only` (`PushTargets`), just those devices, each once per message.
     /// Returns whether any job was queued.
     static func queuePushJobs(
-        _ db: any SQLConnection, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
+        _ db: SQLWrite, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
         policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>, only: Set<String>? = nil
     ) throws -> Bool {
         var devices: [String] = []
@@ -139,7 +83,7 @@ extension SQLStore {
                         VALUES (?, \(PushKind.message.sql), ?, ?, ?, ?, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
                         """,
                         [
-                            .text("msg_" + randomHex(bytes: 12)),
+                            .text(RandomID.make("msg_", bytes: 12)),
                             .text(userId), .text(deviceId), .text(message.id), .int(seq),
                             .optional(message.collapseKey),
                             .int(due), .int(expiresAt.milliseconds), .int(now.milliseconds),
@@ -169,7 +113,7 @@ extension SQLStore {
             var seen = Set<String>()
             var scanned = 0
             let scanLimit = (limit + skipping.count) * 4
-            try db.scan(Self.dueDevicesSQL(db), [.int(now.milliseconds)]) { row in
+            try db.scan(Self.dueDevicesSQL(db.dialect), [.int(now.milliseconds)]) { row in
                 scanned += 1
                 let userId = row.text(0)
                 let deviceId = row.text(1)
@@ -183,10 +127,11 @@ extension SQLStore {
                 }
                 return devices.count < limit && scanned < scanLimit
             }
-            // …and all of each one's due jobs, newest message last.
+            // …and all of each one's due jobs, coalesced into one push.
             var result: [PushBatch] = []
             for (userId, deviceId) in devices {
-                var batch: PushBatch?
+                var jobs: [DueJob] = []
+                var device: (target: String, contentFree: Bool, unread: Int64)?
                 try db.query(
                     """
                     SELECT j.id, j.webhook_id, j.kind, j.message_id, j.seq, j.collapse_key, j.attempts, j.expires_at,
@@ -196,41 +141,23 @@ extension SQLStore {
                     LEFT JOIN messages m ON m.id = j.message_id
                     LEFT JOIN inboxes i ON i.user_id = j.user_id
                     WHERE j.user_id = ? AND j.device_id = ? AND j.state = \(JobState.pending.sql) AND j.due_at <= ?
-                    ORDER BY j.kind DESC, j.seq, j.id
                     """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
                 ) { row in
-                    let seq = row.int64(4)
-                    let kind = PushKind(rawValue: row.text(2)) ?? .message
-                    let priority = row.optionalText(10).flatMap(Priority.init) ?? .normal
-                    // A homeserver's badge (Matrix `counts.unread`) wins over the relay's count.
-                    let badge: Int64? = row.isNull(13) ? nil : row.int64(13)
-                    guard var current = batch else {
-                        batch = PushBatch(
-                            userId: userId, deviceId: deviceId, target: row.text(8), contentFree: row.int64(9) != 0,
-                            jobIds: [row.int64(0)], webhookId: row.text(1), kind: kind, seqFrom: seq, seqTo: seq,
-                            messageId: row.optionalText(3), unread: badge ?? max(0, row.int64(12)), priority: priority,
-                            collapseKey: row.optionalText(5), push: row.isNull(11) ? nil : row.bytes(11),
-                            attempts: Int(row.int64(6)), expiresAt: Timestamp(milliseconds: row.int64(7)))
-                        return
-                    }
-                    current.jobIds.append(row.int64(0))
-                    current.attempts = max(current.attempts, Int(row.int64(6)))
-                    current.expiresAt = max(current.expiresAt, Timestamp(milliseconds: row.int64(7)))
-                    if kind == .message {
-                        // Message jobs sort before a clear job ("message" > "clear" descending).
-                        current.seqFrom = min(current.seqFrom, seq)
-                        current.seqTo = max(current.seqTo, seq)
-                        current.messageId = row.optionalText(3)
-                        current.collapseKey = row.optionalText(5)
-                        current.push = row.isNull(11) ? nil : row.bytes(11)
-                        if priority == .high { current.priority = .high }
-                        if let badge { current.unread = badge }
-                    }
-                    batch = current
+                    if device == nil { device = (row.text(8), row.int64(9) != 0, row.int64(12)) }
+                    jobs.append(
+                        DueJob(
+                            id: row.int64(0), webhookId: row.text(1), kind: PushKind(rawValue: row.text(2)) ?? .message,
+                            messageId: row.optionalText(3), seq: row.int64(4), collapseKey: row.optionalText(5),
+                            attempts: Int(row.int64(6)), expiresAt: Timestamp(milliseconds: row.int64(7)),
+                            priority: row.optionalText(10).flatMap(Priority.init) ?? .normal,
+                            push: row.isNull(11) ? nil : row.bytes(11), badge: row.optionalInt64(13)))
                 }
-                guard var found = batch else { continue }
-                if found.jobIds.count > 1, let newest = found.jobIds.max() { found.webhookId += "_\(newest)" }
-                result.append(found)
+                guard let device,
+                    let batch = PushBatch.coalescing(
+                        jobs, userId: userId, deviceId: deviceId, target: device.target,
+                        contentFree: device.contentFree, unread: device.unread)
+                else { continue }
+                result.append(batch)
             }
             return result
         }
@@ -315,7 +242,7 @@ extension SQLStore {
             { db in
                 try db.run(
                     """
-                    UPDATE push_jobs SET due_at = \(db.greatest)(due_at, ?), updated_at = ?
+                    UPDATE push_jobs SET due_at = \(db.dialect.greatest)(due_at, ?), updated_at = ?
                     WHERE user_id = ? AND device_id = ? AND state = \(JobState.pending.sql)
                         AND kind = \(PushKind.message.sql) AND seq <= ?
                     """,
@@ -326,9 +253,9 @@ extension SQLStore {
     /// Due devices in due order, through the pending jobs' partial index: SQLite's planner,
     /// without statistics, would take `push_jobs_by_state` for the pending state and read and
     /// sort every pending job on each pass (12× slower delivery at 20,000 pending).
-    static func dueDevicesSQL(_ db: any SQLConnection) -> String {
+    static func dueDevicesSQL(_ dialect: SQLDialect) -> String {
         """
-        SELECT j.user_id, j.device_id, d.transport FROM push_jobs j \(db.indexedBy("push_jobs_pending"))
+        SELECT j.user_id, j.device_id, d.transport FROM push_jobs j \(dialect.indexedBy("push_jobs_pending"))
         JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
         WHERE j.state = \(JobState.pending.sql) AND j.due_at <= ?
         ORDER BY j.due_at, j.id
@@ -336,14 +263,14 @@ extension SQLStore {
     }
 
     /// The earliest pending due time of each outbox (one index entry each).
-    static func nextDueSQL(_ db: any SQLConnection) -> [String] {
+    static func nextDueSQL(_ dialect: SQLDialect) -> [String] {
         [
             """
-            SELECT min(due_at) FROM push_jobs \(db.indexedBy("push_jobs_pending")) \
+            SELECT min(due_at) FROM push_jobs \(dialect.indexedBy("push_jobs_pending")) \
             WHERE state = \(JobState.pending.sql)
             """,
             """
-            SELECT min(due_at) FROM event_jobs \(db.indexedBy("event_jobs_pending")) \
+            SELECT min(due_at) FROM event_jobs \(dialect.indexedBy("event_jobs_pending")) \
             WHERE state = \(JobState.pending.sql)
             """,
         ]
@@ -352,7 +279,7 @@ extension SQLStore {
     /// The plans of the notifier's reads (for the test that they walk the pending index).
     package func notifierQueryPlans() throws(StoreError) -> [String] {
         try read { db in
-            try ([Self.dueDevicesSQL(db)] + Self.nextDueSQL(db)).map { sql in
+            try ([Self.dueDevicesSQL(db.dialect)] + Self.nextDueSQL(db.dialect)).map { sql in
                 try db.queryPlan(sql, sql.contains("?") ? [.int(0)] : []).joined(separator: "\n")
             }
         }
@@ -362,7 +289,7 @@ extension SQLStore {
         guard delivers else { return nil }
         return try read { db in
             var earliest: Int64?
-            for sql in Self.nextDueSQL(db) {
+            for sql in Self.nextDueSQL(db.dialect) {
                 try db.query(sql) { row in
                     if !row.isNull(0) { earliest = min(earliest ?? .max, row.int64(0)) }
                 }
@@ -374,7 +301,7 @@ extension SQLStore {
     /// Inside an ack that moved the cursor from `old` to `new`: pending pushes at or below it are
     /// cancelled on every device, and devices already pushed in that range get a `clear` push
     /// (the badge goes down when the message was read elsewhere).
-    static func applyAckToPushes(_ db: any SQLConnection, userId: String, old: Int64, new: Int64, now: Int64) throws {
+    static func applyAckToPushes(_ db: any SQLStatements, userId: String, old: Int64, new: Int64, now: Int64) throws {
         var pushed: [String] = []
         try db.query(
             """
@@ -408,7 +335,7 @@ extension SQLStore {
     }
 
     /// Ends the pending jobs `jobs` names as cancelled, `reason` their last error.
-    static func cancel(_ db: any SQLConnection, _ jobs: PendingPushes, reason: String, now: Int64) throws {
+    static func cancel(_ db: any SQLStatements, _ jobs: PendingPushes, reason: String, now: Int64) throws {
         let scope: String
         let bindings: [SQLValue]
         switch jobs {
@@ -435,7 +362,7 @@ extension SQLStore {
     /// A `clear` push for one device, replacing one still pending (`badge`: a homeserver's count,
     /// else the relay's own).
     static func queueClear(
-        _ db: any SQLConnection, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
+        _ db: any SQLStatements, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
     ) throws {
         try cancel(db, .clear(userId: userId, deviceId: deviceId), reason: CancelReason.superseded.rawValue, now: now)
         try db.run(
@@ -445,8 +372,9 @@ extension SQLStore {
             VALUES (?, \(PushKind.clear.sql), ?, ?, NULL, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
             """,
             [
-                .text("clr_" + randomHex(bytes: 12)),
-                .text(userId), .text(deviceId), .int(seq), .int(now), .int(now + 86_400_000), .int(now), .int(now),
+                .text(RandomID.make("clr_", bytes: 12)),
+                .text(userId), .text(deviceId), .int(seq), .int(now), .int(now + DeliveryPolicy.clearLifetimeMs),
+                .int(now), .int(now),
                 badge.map { .int($0) } ?? .null,
             ])
     }
@@ -552,8 +480,8 @@ extension SQLStore {
     /// The other connections' counter rows, folded into shard 0 (PostgreSQL; on SQLite there is
     /// only shard 0). Rows a transaction still holds are skipped, so this waits on nobody (the
     /// next pass takes them); a row deleted here reappears at its connection's next change.
-    static func foldPushJobCounts(_ db: any SQLConnection) throws {
-        guard !db.isInProcess else { return }
+    static func foldPushJobCounts(_ db: SQLWrite) throws {
+        guard db.dialect == .postgres else { return }
         try db.run(
             """
             WITH moved AS (
@@ -564,6 +492,9 @@ extension SQLStore {
             ON CONFLICT(state, shard) DO UPDATE SET n = push_job_counts.n + excluded.n
             """)
     }
+
+    /// What the migrations made (see `SchemaShape`).
+    package func schemaShape() throws(StoreError) -> SchemaShape { try read { try $0.schemaShape() } }
 
     /// How the database would run `sql` (see `SQLConnection.queryPlan`).
     package func queryPlan(_ sql: String, _ bindings: [SQLValue] = []) throws(StoreError) -> [String] {
@@ -619,7 +550,7 @@ extension SQLStore {
                     VALUES (?, ?, ?, \(JobState.pending.sql), ?, ?, ?, ?)
                     """,
                     [
-                        .text("evt_" + Self.randomHex(bytes: 12)),
+                        .text(RandomID.make("evt_", bytes: 12)),
                         .text(type), .text(String(decoding: body, as: UTF8.self)), .int(now.milliseconds),
                         .int(expiresAt.milliseconds), .int(now.milliseconds), .int(now.milliseconds),
                     ])

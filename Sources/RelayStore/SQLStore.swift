@@ -42,7 +42,7 @@ package final class SQLStore: RelayStore {
             try self.init(path: database, epochFor: epochFor, onBatch: onBatch, onFailure: onFailure)
             return
         }
-        let nodeId = Self.randomHex(bytes: 8)
+        let nodeId = RandomID.make(bytes: 8)
         // A node that stops running in the middle of a transaction (stopped, hung, paused) would
         // hold its row locks — every other node's writes to those inboxes — for as long: the
         // server ends such a session after the node lease. Between two statements of a healthy
@@ -116,7 +116,7 @@ package final class SQLStore: RelayStore {
     /// each other in a circle either. In an optimistic pass the same round trip brings back the
     /// head seqs and the active devices of those users (`BatchPrefetch`). (User ids are
     /// `[A-Za-z0-9._:@+=-]` and epochs hex: nothing in them needs escaping in an array literal.)
-    static func lockInboxes(_ users: [String], _ db: any SQLConnection, epochFor: (String) -> String) throws {
+    static func lockInboxes(_ users: [String], _ db: SQLWrite, epochFor: (String) -> String) throws {
         func array(_ items: [String]) -> String { "{" + items.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}" }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
@@ -150,20 +150,6 @@ package final class SQLStore: RelayStore {
     /// Whether this node delivers pushes and events and prunes: always on SQLite; on PostgreSQL
     /// the node holding the delivery lease (`PostgresCluster`).
     package var delivers: Bool { cluster?.isLeader ?? true }
-
-    /// A random id part (webhook ids, node ids).
-    static func randomHex(bytes count: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(count * 2)
-        for _ in 0..<count {
-            let byte = generator.next() as UInt8
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
 
     /// The completion of a write nobody waits for: failures go to `onFailure`.
     func logFailure<T>(_ write: String) -> @Sendable (Result<T, StoreError>) -> Void {
@@ -223,7 +209,7 @@ package final class SQLStore: RelayStore {
 
     /// One message into the inboxes of its recipients, inside the caller's transaction.
     static func accept(
-        _ new: NewMessage, _ db: any SQLConnection, epochFor: (String) -> String
+        _ new: NewMessage, _ db: SQLWrite, epochFor: (String) -> String
     ) throws -> Accepted {
         let message = new.message
         var existing: (fingerprint: [UInt8], recipients: String, expiresAt: Int64)?
@@ -325,7 +311,7 @@ package final class SQLStore: RelayStore {
     }
 
     /// Marks devices content-free (`PushTargets.contentFree`).
-    static func makeContentFree(_ db: any SQLConnection, _ devices: [String: Set<String>], now: Timestamp) throws {
+    static func makeContentFree(_ db: any SQLStatements, _ devices: [String: Set<String>], now: Timestamp) throws {
         for (userId, deviceIds) in devices {
             for deviceId in deviceIds {
                 try db.run(
@@ -339,7 +325,7 @@ package final class SQLStore: RelayStore {
 
     /// Overwrites a stored message's content (`PushTargets.supersedes`); its inbox entries,
     /// times and recipients stay.
-    static func replaceContent(_ db: any SQLConnection, _ message: IncomingMessage, fingerprint: [UInt8]) throws {
+    static func replaceContent(_ db: any SQLStatements, _ message: IncomingMessage, fingerprint: [UInt8]) throws {
         try db.run(
             """
             UPDATE messages SET fingerprint = ?, conversation_id = ?, sender_id = ?, payload = ?, push = ?, priority = ?
@@ -357,7 +343,7 @@ package final class SQLStore: RelayStore {
     /// it yet gets one, unless the recipient already acked it. Returns whether any device was
     /// considered (the notifier must look).
     static func queueMissingPushJobs(
-        _ db: any SQLConnection, _ targets: PushTargets, recipients: [RecipientSeq], message: IncomingMessage,
+        _ db: SQLWrite, _ targets: PushTargets, recipients: [RecipientSeq], message: IncomingMessage,
         new: NewMessage, policy: DeliveryPolicy, expiresAt: Timestamp
     ) throws -> Bool {
         var queued = false
@@ -452,7 +438,7 @@ package final class SQLStore: RelayStore {
         try read { db in try self.head(userId, db) }
     }
 
-    private func head(_ userId: String, _ db: any SQLConnection) throws -> InboxHead {
+    private func head(_ userId: String, _ db: any SQLStatements) throws -> InboxHead {
         var head = InboxHead(
             userId: userId, epoch: epochFor(userId), headSeq: 0, ackSeq: 0, prunedSeq: 0)
         try db.query(
@@ -661,7 +647,7 @@ package final class SQLStore: RelayStore {
                     """
                     INSERT INTO presence(user_id, device_id, last_online) VALUES (?, ?, ?)
                     ON CONFLICT(user_id, device_id) DO UPDATE
-                        SET last_online = \(db.greatest)(presence.last_online, excluded.last_online)
+                        SET last_online = \(db.dialect.greatest)(presence.last_online, excluded.last_online)
                     """, [.text(userId), .text(deviceId), .int(time.milliseconds)])
             }, completion: completion)
     }
@@ -723,7 +709,7 @@ package final class SQLStore: RelayStore {
                     """, [.int(now.milliseconds), .int(cutoff)])
                 try db.run(
                     """
-                    UPDATE inboxes SET pruned_seq = \(db.greatest)(pruned_seq,
+                    UPDATE inboxes SET pruned_seq = \(db.dialect.greatest)(pruned_seq,
                         (SELECT max(seq) FROM doomed d WHERE d.user_id = inboxes.user_id))
                     WHERE user_id IN (SELECT user_id FROM doomed)
                     """)

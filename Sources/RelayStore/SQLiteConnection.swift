@@ -110,17 +110,42 @@ package final class SQLiteConnection: SQLConnection {
 
     var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
 
-    package let isInProcess = true
-    package let greatest = "max"
-    package func indexedBy(_ index: String) -> String { "INDEXED BY \(index)" }
+    package let dialect = SQLDialect.sqlite
     package let isBroken = false
-    package let isOptimistic = false
-    package var prefetched = BatchPrefetch()
 
     package func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws -> [String] {
         var steps: [String] = []
         try query("EXPLAIN QUERY PLAN " + sql, bindings) { steps.append($0.text(3)) }
         return steps
+    }
+
+    package func schemaShape() throws -> SchemaShape {
+        var shape = SchemaShape()
+        try query("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'") { row in
+            let name = row.text(1)
+            switch row.text(0) {
+            case "table": shape.tables[name] = []
+            // (No SQL: the index SQLite made for a PRIMARY KEY or UNIQUE constraint.)
+            case "index" where !row.isNull(3):
+                shape.indexes[name] = SchemaShape.Index(table: row.text(2), columns: [], unique: false)
+            case "trigger": shape.triggers.insert(name)
+            default: break
+            }
+        }
+        for table in shape.tables.keys {
+            var columns: [String] = []
+            try query("SELECT name FROM pragma_table_info(?)", [.text(table)]) { columns.append($0.text(0)) }
+            shape.tables[table] = columns.sorted()
+            try query("SELECT name, \"unique\" FROM pragma_index_list(?)", [.text(table)]) { row in
+                shape.indexes[row.text(0)]?.unique = row.int64(1) != 0
+            }
+        }
+        for name in shape.indexes.keys {
+            try query("SELECT name FROM pragma_index_info(?) ORDER BY seqno", [.text(name)]) {
+                shape.indexes[name]?.columns.append($0.text(0))
+            }
+        }
+        return shape
     }
 
     package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
@@ -133,8 +158,12 @@ package final class SQLiteConnection: SQLConnection {
 
     // The hot ones run as cached prepared statements: `sqlite3_exec` parses its text every time,
     // and every write is wrapped in a savepoint (two parses per push).
-    package func beginWrite(pipelined: Bool) throws { try run("BEGIN IMMEDIATE", []) }
-    package func commitWrite(effect: WriteEffect) throws { try run("COMMIT", []) }
+    package func beginWrite(pipelined: Bool) throws -> Bool {
+        try run("BEGIN IMMEDIATE", [])
+        return false
+    }
+
+    package func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws { try run("COMMIT", []) }
     package func rollbackWrite() { _ = try? execute("ROLLBACK") }
     package func savepoint() throws { try run("SAVEPOINT op", []) }
     package func releaseSavepoint() throws { try run("RELEASE op", []) }
@@ -143,8 +172,6 @@ package final class SQLiteConnection: SQLConnection {
         _ = try? execute("ROLLBACK TO op")
         _ = try? execute("RELEASE op")
     }
-
-    package func note(_ note: ClusterNote) {}
 
     package var userVersion: Int {
         get throws(SQLiteError) {

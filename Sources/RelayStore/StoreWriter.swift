@@ -26,7 +26,7 @@ package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
         /// Runs inside a savepoint of the current transaction; returns what completes it once the
         /// transaction's fate is known (it carries the write's value, if any).
-        let run: @Sendable (any SQLConnection) throws -> Ran
+        let run: @Sendable (SQLWrite) throws -> Ran
         /// Completes it when the write itself (or the transaction's start) failed.
         let fail: @Sendable (StoreError) -> Void
         /// Keys (user ids) whose rows this write locks (see `lockKeys`).
@@ -50,7 +50,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// Locks the rows of the given keys, in the order given, at the start of each transaction
     /// (PostgreSQL): every writer of every node then takes them in one order — sorted —, and two
     /// batches never wait for each other in a circle. Nil where one writer is all there is.
-    private let lockKeys: (@Sendable ([String], any SQLConnection) throws -> Void)?
+    private let lockKeys: (@Sendable ([String], SQLWrite) throws -> Void)?
     private struct State {
         var queue: [Operation] = []
         /// Bulk writes (the messages of batches): taken after `queue` (see the type's comment).
@@ -87,7 +87,7 @@ package final class StoreWriter: @unchecked Sendable {
 
     init(
         connection: any SQLConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void,
-        lockKeys: (@Sendable ([String], any SQLConnection) throws -> Void)? = nil
+        lockKeys: (@Sendable ([String], SQLWrite) throws -> Void)? = nil
     ) {
         self.connection = connection
         self.lockKeys = lockKeys
@@ -96,9 +96,7 @@ package final class StoreWriter: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "pushrelay-writer"
-        thread.start()
+        ServiceThread.start("relay-writer") { [self] in run() }
     }
 
     /// Queues `work`; `completion` runs on the completion queue after the commit (or the failure).
@@ -118,7 +116,7 @@ package final class StoreWriter: @unchecked Sendable {
     func submit<T: Sendable>(
         effect: @escaping @Sendable (T) -> WriteEffect = { _ in .jobs }, leadIfIdle: Bool = false,
         rows: Int = 1, bulk: Bool = false,
-        locking keys: [String] = [], _ work: @escaping @Sendable (any SQLConnection) throws -> T,
+        locking keys: [String] = [], _ work: @escaping @Sendable (SQLWrite) throws -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         let operation = Operation(
@@ -128,7 +126,8 @@ package final class StoreWriter: @unchecked Sendable {
             },
             fail: { completion(.failure($0)) }, keys: keys, rows: max(1, rows))
         let mayLead =
-            leadIfIdle && !bulk && connection.isInProcess && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
+            leadIfIdle && !bulk && connection.dialect.isInProcess
+            && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
         let began = DemandTimer.now()
         let admission = state.withLock { state -> Admission in
             guard !state.stopping else { return .closed }
@@ -240,11 +239,11 @@ package final class StoreWriter: @unchecked Sendable {
     /// is run again whole: nothing of it was committed, and nobody was answered yet.
     ///
     /// Each write runs in its own savepoint, so that one failing write fails alone — except on a
-    /// connection where savepoints are dear (not `SQLConnection.isInProcess`): there the batch
+    /// connection where savepoints are dear (not `SQLDialect.isInProcess`): there the batch
     /// first runs without them, and only if a write fails, again with them.
     private func commit(_ batch: [Operation]) -> (@Sendable () -> Void, committed: Bool) {
         var attempts = 1
-        var guarded = connection.isInProcess
+        var guarded = connection.dialect.isInProcess
         while true {
             switch attempt(batch, guarded: guarded) {
             case .finished(let completions, let committed):
@@ -268,11 +267,12 @@ package final class StoreWriter: @unchecked Sendable {
     }
 
     private func attempt(_ batch: [Operation], guarded: Bool) -> Attempt {
+        let write: SQLWrite
         do {
-            try connection.beginWrite(pipelined: !guarded)
+            write = SQLWrite(connection, optimistic: try connection.beginWrite(pipelined: !guarded))
             if let lockKeys {
                 let keys = Set(batch.flatMap(\.keys)).sorted()
-                if !keys.isEmpty { try lockKeys(keys, connection) }
+                if !keys.isEmpty { try lockKeys(keys, write) }
             }
         } catch  where DatabaseError.from(error).lostRace {
             connection.rollbackWrite()
@@ -291,9 +291,9 @@ package final class StoreWriter: @unchecked Sendable {
             while true {
                 tries += 1
                 do {
-                    if guarded { try connection.savepoint() }
-                    let ran = try operation.run(connection)
-                    if guarded { try connection.releaseSavepoint() }
+                    if guarded { try write.savepoint() }
+                    let ran = try operation.run(write)
+                    if guarded { try write.releaseSavepoint() }
                     succeeded.append(ran.completion)
                     effect = max(effect, ran.effect)
                 } catch  where !guarded && !connection.isBroken {
@@ -305,10 +305,10 @@ package final class StoreWriter: @unchecked Sendable {
                 } catch  where DatabaseError.from(error).keyTakenMeanwhile && tries == 1 {
                     // Another node inserted the same key (a message id) and committed while this
                     // write waited for it: run it again, and it finds that row.
-                    connection.rollbackToSavepoint()
+                    write.rollbackToSavepoint()
                     continue
                 } catch {
-                    connection.rollbackToSavepoint()
+                    write.rollbackToSavepoint()
                     failed.append((operation.fail, StoreError.from(error)))
                 }
                 break
@@ -316,7 +316,7 @@ package final class StoreWriter: @unchecked Sendable {
         }
         let outcome: Result<Void, StoreError>
         do {
-            try connection.commitWrite(effect: effect)
+            try connection.commitWrite(effect: effect, notes: write.notes)
             onBatch(CommittedBatch(writes: batch.count, effect: effect))
             outcome = .success(())
         } catch  where DatabaseError.from(error).lostRace {

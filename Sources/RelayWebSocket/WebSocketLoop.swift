@@ -126,7 +126,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     private var unread: Set<UInt64> = []
     /// Connections whose `closing` waits for the next inbox drain.
     private var ending: Set<UInt64> = []
-    private var thread: pthread_t?
+    private var thread: ServiceThread?
     private let stopped = Atomic<Bool>(false)
 
     package init(configuration: Configuration) throws(Poller.Failure) {
@@ -139,17 +139,7 @@ package final class WebSocketLoop: @unchecked Sendable {
 
     package func start(delegate: any WebSocketLoopDelegate) {
         self.delegate = delegate
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        pthread_create(
-            &thread, nil,
-            { pointer in
-                guard let pointer else { return nil }
-                let loop = Unmanaged<WebSocketLoop>.fromOpaque(pointer).takeRetainedValue()
-                loop.run()
-                return nil
-            }, box.toOpaque())
-        self.thread = thread
+        thread = ServiceThread.start("relay-websocket", joinable: true) { [self] in run() }
     }
 
     /// Takes ownership of an upgraded socket; returns its handle at once (frames sent to it
@@ -169,7 +159,7 @@ package final class WebSocketLoop: @unchecked Sendable {
         openCount.withLock(when: { $0 == 0 }, waitingAtMost: drainMs) { _ in }
         running.store(false, ordering: .releasing)
         wake()
-        if let thread { pthread_join(thread, nil) }
+        thread?.join()
     }
 
     func enqueue(_ id: UInt64, _ command: Command) {

@@ -126,6 +126,39 @@ import Testing
         #expect(breaker.pausedUntil(at: Timestamp(milliseconds: 1000)) == 2000)  // the probe is out
     }
 
+    /// One push per device: the newest message's id, collapse key and `push`, high if any
+    /// message is, the newest homeserver badge else head − ack, the latest TTL, the most
+    /// attempts; a clear only adds its job; several jobs make a new webhook id.
+    @Test func dueJobsCoalesceIntoOnePush() throws {
+        func job(
+            _ id: Int64, _ seq: Int64, kind: PushKind = .message, priority: Priority = .normal, badge: Int64? = nil,
+            attempts: Int = 0, expiresAt: Int64 = 1000
+        ) -> DueJob {
+            DueJob(
+                id: id, webhookId: "msg_\(id)", kind: kind, messageId: kind == .clear ? nil : "m\(seq)", seq: seq,
+                collapseKey: "k\(seq)", attempts: attempts, expiresAt: Timestamp(milliseconds: expiresAt),
+                priority: priority, push: Array("p\(seq)".utf8), badge: badge)
+        }
+        func coalesce(_ jobs: [DueJob]) -> PushBatch? {
+            PushBatch.coalescing(jobs, userId: "u", deviceId: "d", target: "t", contentFree: false, unread: 7)
+        }
+        #expect(coalesce([]) == nil)
+        let one = try #require(coalesce([job(4, 2)]))
+        #expect(one.webhookId == "msg_4" && one.unread == 7 && one.seqFrom == 2 && one.seqTo == 2)
+        let jobs = [
+            job(9, 0, kind: .clear, badge: 1, expiresAt: 9000), job(6, 3, attempts: 2),
+            job(4, 2, priority: .high, badge: 5), job(5, 1, expiresAt: 3000),
+        ]
+        let batch = try #require(coalesce(jobs))
+        #expect(batch.kind == .message && batch.jobIds == [5, 4, 6, 9])
+        #expect(batch.seqFrom == 1 && batch.seqTo == 3 && batch.messageId == "m3" && batch.collapseKey == "k3")
+        #expect(batch.push == Array("p3".utf8) && batch.priority == .high && batch.unread == 5)
+        #expect(batch.attempts == 2 && batch.expiresAt == Timestamp(milliseconds: 9000))
+        #expect(batch.webhookId == "msg_5_9")
+        let clear = try #require(coalesce([job(9, 0, kind: .clear, badge: 1)]))
+        #expect(clear.kind == .clear && clear.unread == 1 && clear.messageId == nil)
+    }
+
     // MARK: Simulation
 
     /// A small deterministic generator (SplitMix64), so that a failing seed can be replayed.
@@ -219,18 +252,29 @@ import Testing
             trace.append("t=\(now) ack \(ack) by \(device)")
         }
 
-        /// The notifier: every device with due jobs gets one push covering them.
+        /// The notifier: every device with due jobs gets one push covering them, coalesced by
+        /// the code the store runs (`PushBatch.coalescing`; a job's id is its index here).
         mutating func fire(_ outcomeFor: (Int) -> DeliveryOutcome, random: Double) {
             for device in online.indices {
-                let due = jobs.indices.filter {
+                let dueJobs = jobs.indices.filter {
                     jobs[$0].device == device && jobs[$0].state == .pending && jobs[$0].due <= now
+                }.map { index in
+                    DueJob(
+                        id: Int64(index), webhookId: "msg_\(index)", kind: .message, messageId: "m\(jobs[index].seq)",
+                        seq: jobs[index].seq, collapseKey: nil, attempts: jobs[index].attempts,
+                        expiresAt: Timestamp(milliseconds: jobs[index].expiresAt), priority: .normal, push: nil,
+                        badge: nil)
                 }
-                guard !due.isEmpty else { continue }
-                let attempts = due.map { jobs[$0].attempts }.max() ?? 0
-                let expiresAt = due.map { jobs[$0].expiresAt }.max() ?? 0
+                guard
+                    let batch = PushBatch.coalescing(
+                        dueJobs, userId: "u", deviceId: "d\(device)", target: "http://receiver/", contentFree: false,
+                        unread: head - ack)
+                else { continue }
+                let due = batch.jobIds.map { Int($0) }
                 let outcome = outcomeFor(device)
                 let (verdict, _) = policy.judge(
-                    outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random)
+                    outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now,
+                    random: random)
                 trace.append("t=\(now) push \(device) seqs \(due.map { jobs[$0].seq }) → \(verdict)")
                 for index in due {
                     switch verdict {

@@ -401,6 +401,17 @@ import Testing
         return counts
     }
 
+    /// Both engines' migrations make the one schema `SchemaShape.current` describes (this suite
+    /// runs again on PostgreSQL in `make test-postgres`), so that neither list drifts alone.
+    @Test func theMigrationsMakeTheOneSchema() throws {
+        let store = try open()
+        defer { store.close() }
+        var expected = SchemaShape.current
+        if SQLStore.isPostgres(path) { expected.tables.merge(SchemaShape.postgresOnlyTables) { own, _ in own } }
+        let found = try store.schemaShape()
+        #expect(found == expected, "the migrations made:\n\(found)")
+    }
+
     /// The console's two reads cost what they read, not what the outbox keeps: the counts come
     /// from the counters (no scan of `push_jobs`), and each form of the dead-letter list walks an
     /// index in its order (no sort of every job in the state).

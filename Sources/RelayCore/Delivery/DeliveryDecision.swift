@@ -81,6 +81,14 @@ extension DeliveryPolicy {
         }
     }
 
+    /// How long a batch waits when its host's breaker refused the attempt after the gate had
+    /// let it through (another batch took the probe meanwhile): the probe's answer comes first.
+    package static let probeTakenPostponeMs: Int64 = 1000
+
+    /// How long a `clear` may be retried: a badge still too high a day later is better left to
+    /// the next message's push than sent.
+    package static let clearLifetimeMs: Int64 = 86_400_000
+
     /// An ack's consequences depend on no setting (the store applies them without a policy at
     /// hand): the user's pending message jobs up to the cursor are cancelled on every device, and
     /// devices already pushed something now read get a `clear`.

@@ -1,7 +1,6 @@
 package import RelayCore
 package import RelayCrypto
 import RelayLocks
-package import RelayStore
 
 /// Apple Push Notification service, token-based (provider API over HTTP/2): the request
 /// `APNsRequest` builds, with `authorization: bearer` an ES256 JWT from the team's `.p8` key —

@@ -1,7 +1,6 @@
 package import RelayCore
 import RelayCrypto
 import RelayLocks
-package import RelayStore
 
 /// Firebase Cloud Messaging, HTTP v1: the request `FCMRequest` builds, with the bearer an OAuth
 /// access token from the service account (an RS256 assertion exchanged at its `token_uri`),

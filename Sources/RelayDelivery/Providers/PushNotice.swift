@@ -1,5 +1,4 @@
 package import RelayCore
-package import RelayStore
 
 /// One push, as every transport sees it: the webhook, APNs, FCM and Web Push each build their
 /// request from this value alone, so what a device is told does not depend on how it is reached.

@@ -1,5 +1,4 @@
 package import RelayCore
-package import RelayStore
 
 /// The seam between the notifier and the services that carry a push: the notifier decides
 /// when and what (one batch per device, retries, breakers), a provider turns that batch into

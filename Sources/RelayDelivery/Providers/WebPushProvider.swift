@@ -1,6 +1,5 @@
 package import RelayCore
 import RelayCrypto
-package import RelayStore
 
 /// Web Push (RFC 8030, 8291, 8292): `WebPushRequest`'s plaintext — the webhook's JSON, fitted to
 /// one record — encrypted for the browser's subscription and POSTed to its push service with a

@@ -1,5 +1,4 @@
 package import RelayCore
-package import RelayStore
 
 /// The signed webhook (Standard Webhooks): the batch's JSON, POSTed to the device's `pushUrl`.
 /// Also carries the chat server's events (`eventsUrl`), which are webhooks too.
