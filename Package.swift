@@ -139,7 +139,9 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayServerTests",
-            dependencies: ["RelayServer", "RelayCore", "RelayLocks", "RelayStore", "RelayTesting", "RelayClient"],
+            dependencies: [
+                "RelayServer", "RelayCore", "RelayLocks", "RelayStore", "RelayTelemetry", "RelayTesting", "RelayClient",
+            ],
             swiftSettings: swiftSettings
         ),
     ]

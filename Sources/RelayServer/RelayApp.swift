@@ -6,7 +6,7 @@ import RelayCrypto
 import RelayDelivery
 import RelayHTTP
 import RelayLocks
-import RelayStore
+package import RelayStore
 package import RelayTelemetry
 import RelayWebSocket
 import Synchronization
@@ -19,7 +19,7 @@ import WebSocketCodec
 package final class RelayApp: @unchecked Sendable {
     package let config: RelayConfig
     let logger: Logger
-    let store: SQLStore
+    package let store: SQLStore
     let api: RelayAPI
     let http: HTTPServer
     let webSockets: WebSocketLoop

@@ -176,6 +176,15 @@ package final class RelayProcess: @unchecked Sendable {
         _ method: String, _ path: String, json: Any? = nil, rawBody: Data? = nil, token: String? = serverKey,
         headers: [String: String] = [:], timeout: Double = 30
     ) async throws -> Response {
+        try await Self.request(
+            baseURL, method, path, json: json, rawBody: rawBody, token: token, headers: headers, timeout: timeout)
+    }
+
+    /// One HTTP request to the relay at `baseURL` (a process, or one running in the test).
+    package static func request(
+        _ baseURL: URL, _ method: String, _ path: String, json: Any? = nil, rawBody: Data? = nil,
+        token: String? = serverKey, headers: [String: String] = [:], timeout: Double = 30
+    ) async throws -> Response {
         guard let url = URL(string: path, relativeTo: baseURL) else {
             throw LaunchError(description: "bad path \(path)")
         }
@@ -200,7 +209,13 @@ package final class RelayProcess: @unchecked Sendable {
 
     /// A client token for `userId` minted by the relay itself.
     package func token(userId: String, deviceId: String = "device-1") async throws -> String {
-        let response = try await request("POST", "/v1/tokens", json: ["userId": userId, "deviceId": deviceId])
+        try await Self.token(baseURL, userId: userId, deviceId: deviceId)
+    }
+
+    /// A client token for `userId` minted by the relay at `baseURL`.
+    package static func token(_ baseURL: URL, userId: String, deviceId: String) async throws -> String {
+        let response = try await request(
+            baseURL, "POST", "/v1/tokens", json: ["userId": userId, "deviceId": deviceId])
         guard let token = response.object["token"] as? String else {
             throw LaunchError(description: "no token: \(response.text)")
         }

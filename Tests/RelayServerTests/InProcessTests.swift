@@ -1,0 +1,70 @@
+import Foundation
+import RelayCore
+import RelayServer
+import RelayStore
+import RelayTesting
+import Testing
+
+/// The fast tier: the relay runs inside the test (`InProcessRelay`), so that the live side's
+/// and the store's state are checked where they are kept — a socket's life in the hub's
+/// presence, a catch-up's gap fill, a push waiting in the outbox.
+@Suite(.serialized) struct InProcessTests {
+    /// Online while a socket is in the foreground; its last time kept once it closes.
+    @Test func theHubFollowsASocketsLife() async throws {
+        let relay = try InProcessRelay()
+        #expect(relay.app.onlineDevices("ana").isEmpty)
+        let client = try await relay.connect(user: "ana")
+        #expect(try client.nextJSON()["type"] as? String == "welcome")
+        #expect(await eventually { relay.app.onlineDevices("ana") == ["phone"] })
+        #expect(relay.app.sessionCount("ana") == 1)
+
+        try client.send(json: ["type": "background"])
+        #expect(await eventually { relay.app.onlineDevices("ana").isEmpty })
+        #expect(relay.app.sessionCount("ana") == 1)  // still connected, not online
+        try client.send(json: ["type": "foreground"])
+        #expect(await eventually { relay.app.onlineDevices("ana") == ["phone"] })
+
+        client.close()
+        _ = try? client.waitForClose()
+        #expect(await eventually { relay.app.sessionCount("ana") == 0 })
+        #expect(relay.app.onlineDevices("ana").isEmpty)
+        #expect(try relay.app.lastOnline("ana")["phone"] != nil)
+    }
+
+    /// A socket resuming after seq 1 gets 2 and 3 in order, `synced`, then 4 live: no gap, no
+    /// repeat.
+    @Test func aResumingSocketGetsTheGapThenLive() async throws {
+        let relay = try InProcessRelay()
+        func post(_ id: String) async throws {
+            _ = try await relay.request(
+                "POST", "/v1/messages", json: ["id": id, "recipients": ["ben"], "payload": [:]])
+        }
+        for n in 1...3 { try await post("m\(n)") }
+        let client = try await relay.connect(user: "ben", after: 1)
+        #expect(try client.nextJSON()["headSeq"] as? Int == 3)
+        #expect(try client.nextJSON()["seq"] as? Int == 2)
+        #expect(try client.nextJSON()["seq"] as? Int == 3)
+        #expect(try client.nextJSON()["type"] as? String == "synced")
+        try await post("m4")
+        let live = try client.nextJSON()
+        #expect(live["type"] as? String == "message" && live["seq"] as? Int == 4)
+        client.close()
+        withExtendedLifetime(relay) {}
+    }
+
+    /// An offline device's message leaves one job in the outbox; the user's ack cancels it.
+    @Test func anOfflineDevicesPushWaitsUntilTheAck() async throws {
+        let relay = try InProcessRelay { config in
+            config.pushDelayMs = 3_600_000  // never due within the test
+            if case .success(let allowed) = HostAllowList.parse(["127.0.0.1:*"]) { config.pushAllowedHosts = allowed }
+        }
+        let device = try await relay.request(
+            "PUT", "/v1/users/cy/devices/tablet", json: ["pushUrl": "http://127.0.0.1:9/push"])
+        #expect(device.status == 200 || device.status == 201)
+        _ = try await relay.request("POST", "/v1/messages", json: ["id": "n1", "recipients": ["cy"], "payload": [:]])
+        #expect(try relay.app.store.pendingPushCount() == 1)
+        let acked = try await relay.request("POST", "/v1/users/cy/ack", json: ["seq": 1])
+        #expect(acked.status == 204)
+        #expect(try await eventually { try relay.app.store.pendingPushCount() == 0 })
+    }
+}
