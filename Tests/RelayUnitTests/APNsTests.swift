@@ -105,6 +105,7 @@ import Testing
     @Test func theAPNsIdIsAStableUUID() throws {
         var first = Self.notice()
         let id = try #require(try Self.header(Self.request(first), "apns-id"))
+        #expect(id == "c0eea3c5-fa22-8569-8f55-0874918a0d68")  // FNV-1a of "msg_abc", computed in Python
         #expect(try Self.header(Self.request(first), "apns-id") == id)
         first.id = "msg_abd"
         #expect(try Self.header(Self.request(first), "apns-id") != id)

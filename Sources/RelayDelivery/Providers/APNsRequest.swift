@@ -150,8 +150,16 @@ package struct APNsRequest: Sendable {
         bytes += fnv1a(id.utf8, basis: 0x6C62_272E_07BB_0142).bigEndianBytes
         bytes[6] = bytes[6] & 0x0F | 0x80
         bytes[8] = bytes[8] & 0x3F | 0x80
-        let hex = bytes.map { String($0 >> 4, radix: 16) + String($0 & 0x0F, radix: 16) }
-        return [0..<4, 4..<6, 6..<8, 8..<10, 10..<16].map { hex[$0].joined() }.joined(separator: "-")
+        // Written byte by byte: a `String(radix:)` per nibble cost 3 % of an APNs drain's CPU.
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     private static func fnv1a(_ bytes: String.UTF8View, basis: UInt64) -> UInt64 {
