@@ -113,8 +113,6 @@ package struct JSONWriter: Sendable {
 
     // MARK: Escaping
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
     private mutating func writeString(_ value: String) {
         var value = value
         value.makeContiguousUTF8()  // native strings already are: no copy
@@ -138,8 +136,7 @@ package struct JSONWriter: Sendable {
             case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
             default:
                 bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
-                bytes.append(Self.hexDigits[Int(byte >> 4)])
-                bytes.append(Self.hexDigits[Int(byte & 0xF)])
+                Hex.append(byte, to: &bytes)
             }
         }
         bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))

@@ -153,13 +153,7 @@ package struct MatrixNotification: Sendable, Equatable {
     /// 40 hex digits of `digest(bytes)`: how the relay names what the homeserver names with
     /// something too long for a message's field, stably (a retry maps to the same name).
     static func hashed(_ bytes: [UInt8], digest: ([UInt8]) -> [UInt8]) -> String {
-        let hex = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in digest(bytes).prefix(20) {
-            text.append(hex[Int(byte >> 4)])
-            text.append(hex[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        Hex.string(digest(bytes).prefix(20))
     }
 
     /// A room or user id as a message's `conversationId`/`senderId`: whole when it fits, else

@@ -5,15 +5,13 @@ package enum RandomID {
     /// call per eight bytes, not one per byte).
     package static func make(_ prefix: String = "", bytes count: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        let digits = Array("0123456789abcdef".utf8)
         var text = Array(prefix.utf8)
         text.reserveCapacity(text.count + count * 2)
         var word: UInt64 = 0
         for index in 0..<count {
             if index % 8 == 0 { word = generator.next() }
             let byte = UInt8(truncatingIfNeeded: word >> (8 * UInt64(index % 8)))
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
+            Hex.append(byte, to: &text)
         }
         return String(decoding: text, as: UTF8.self)
     }

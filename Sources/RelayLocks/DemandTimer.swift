@@ -1,8 +1,7 @@
-#if canImport(Glibc)
+// The server's threads run on Linux only; the SDK, which shares this target for `LockedValue`,
+// also builds on Apple platforms, where `pthread_t` is a pointer and this would not compile.
+#if os(Linux)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A one-shot timer that is armed only when there is something to wait for, so that a process
 /// with nothing to do sleeps instead of waking on a period.
@@ -100,3 +99,4 @@ package final class DemandTimer: Sendable {
         return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
     }
 }
+#endif

@@ -1,8 +1,7 @@
-#if canImport(Glibc)
+// The server's threads run on Linux only; the SDK, which shares this target for `LockedValue`,
+// also builds on Apple platforms, where `pthread_t` is a pointer and this would not compile.
+#if os(Linux)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A long-lived thread of the relay (the writer, the event loops, the timers, the resolvers):
 /// the one way it starts one. POSIX threads, named for `top -H` and `perf`, with an optional
@@ -59,11 +58,10 @@ package struct ServiceThread: @unchecked Sendable {
 /// Names the calling thread (its first 15 bytes), as `pthread_setname_np` does, which Swift does
 /// not import here (it needs `_GNU_SOURCE`): through the thread's `comm` file.
 private func nameThisThread(_ name: String) {
-    #if os(Linux)
     let fd = open("/proc/thread-self/comm", O_WRONLY)
     guard fd >= 0 else { return }
     let bytes = Array(name.utf8.prefix(15))
     _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     close(fd)
-    #endif
 }
+#endif

@@ -134,7 +134,7 @@ package enum Command {
             try SQLStore.backup(path: config.db, to: copy)
             // The copy gets new epochs: clients resync after a restore instead of resuming wrongly.
             let epochs = EpochKeyHolder()
-            epochs.set(Crypto.hex(Crypto.randomBytes(16)))
+            epochs.set(Hex.string(Crypto.randomBytes(16)))
             try SQLStore.renewEpochs(path: copy, epochKey: epochs.key, epochFor: epochs.epoch(for:))
             print("backed up \(config.db) to \(copy)")
             return 0

@@ -1,3 +1,4 @@
+import RelayCore
 import RelayCrypto
 import RelayLocks
 import RelayStore
@@ -14,18 +15,18 @@ struct Secrets {
     static func resolve(config: RelayConfig, store: any RelayStore) throws -> Secrets {
         let serverKeys =
             config.serverKeys.isEmpty
-            ? [try store.secret(named: "server_key") { "prk_" + Crypto.hex(Crypto.randomBytes(24)) }]
+            ? [try store.secret(named: "server_key") { "prk_" + Hex.string(Crypto.randomBytes(24)) }]
             : config.serverKeys
         let clientTokenSecret =
             try config.clientTokenSecret
-            ?? store.secret(named: "client_token_secret") { Crypto.hex(Crypto.randomBytes(32)) }
+            ?? store.secret(named: "client_token_secret") { Hex.string(Crypto.randomBytes(32)) }
         let webhookText =
             try config.webhookSecret
             ?? store.secret(named: "webhook_secret") { WebhookSecret(key: Crypto.randomBytes(32)).text }
         guard let webhookSecret = WebhookSecret(webhookText) else {
             throw ConfigLoader.Error(description: "the stored webhook secret is malformed")
         }
-        let epochKey = try store.secret(named: "epoch_key") { Crypto.hex(Crypto.randomBytes(16)) }
+        let epochKey = try store.secret(named: "epoch_key") { Hex.string(Crypto.randomBytes(16)) }
         return Secrets(
             serverKeys: serverKeys, clientTokenSecret: clientTokenSecret, webhookSecret: webhookSecret,
             epochKey: epochKey)
@@ -57,6 +58,6 @@ final class EpochKeyHolder: Sendable {
     /// 16 hex characters, stable for a user within one database.
     func epoch(for userId: String) -> String {
         let secret = key
-        return String(Crypto.hex(Crypto.sha256(Array((secret + ":" + userId).utf8))).prefix(16))
+        return String(Hex.string(Crypto.sha256(Array((secret + ":" + userId).utf8))).prefix(16))
     }
 }

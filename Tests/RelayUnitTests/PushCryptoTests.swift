@@ -1,3 +1,4 @@
+import RelayCore
 import RelayCrypto
 import Testing
 import WebSocketCodec
@@ -132,14 +133,14 @@ import WebSocketCodec
         let ikm = [UInt8](repeating: 0x0B, count: 22)
         let first = try HKDF.sha256(salt: Array(0...12), ikm: ikm, info: Array(0xF0...0xF9), length: 42)
         #expect(
-            Crypto.hex(first) == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
+            Hex.string(first) == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
         let third = try HKDF.sha256(salt: [], ikm: ikm, info: [], length: 42)
         #expect(
-            Crypto.hex(third) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
+            Hex.string(third) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
         let long = try HKDF.sha256(
             salt: Array("salt".utf8), ikm: Array("ikm".utf8), info: Array("info".utf8), length: 100)
         #expect(
-            Crypto.hex(long)
+            Hex.string(long)
                 == "fe8f9615d2374c0d17f77d1aeaf408c2e75fe0466073d0def23c733e2f862dfd6814c9254418fa112fe862ed399c4b25"
                 + "fdadeaae292fad99bb17d22f96564592abdc5737225fc0502567d4eafdc012bd0f06cc3afac9d4b7f372af9a9e95a6dc"
                 + "faf90709")
@@ -156,9 +157,9 @@ import WebSocketCodec
         let zeroKey = [UInt8](repeating: 0, count: 16)
         let zeroNonce = [UInt8](repeating: 0, count: 12)
         let tagOnly = try AES128GCM.seal([], key: zeroKey, nonce: zeroNonce)
-        #expect(Crypto.hex(tagOnly) == "58e2fccefa7e3061367f1d57a4e7455a")
+        #expect(Hex.string(tagOnly) == "58e2fccefa7e3061367f1d57a4e7455a")
         let sealed = try AES128GCM.seal(zeroKey, key: zeroKey, nonce: zeroNonce)
-        #expect(Crypto.hex(sealed) == "0388dace60b6a392f328c2b971b2fe78ab6e47d42cec13bdf53a67b21257bddf")
+        #expect(Hex.string(sealed) == "0388dace60b6a392f328c2b971b2fe78ab6e47d42cec13bdf53a67b21257bddf")
         let error = #expect(throws: CryptoError.self) { try AES128GCM.seal([1], key: zeroNonce, nonce: zeroNonce) }
         #expect(error?.code == .invalidArgument)
     }
