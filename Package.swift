@@ -100,13 +100,33 @@ let package = Package(
         /// The operator console's page, script and style, compiled in (no build step, no files beside the binary).
         .target(name: "RelayConsole", swiftSettings: swiftSettings),
 
-        // MARK: Wiring and executable
+        // MARK: The server, by job (each imports only the ones above it)
+        /// The settings: parsed once (file, environment, flags) into `RelayConfig`, and checked.
+        .target(
+            name: "RelaySettings", dependencies: ["RelayCore", "RelayHTTP", "RelayTelemetry", "WebSocketCodec"],
+            swiftSettings: swiftSettings),
+        /// The live side: WebSocket sessions, fan-out, presence, cluster leases, signals.
+        .target(
+            name: "RelayLive",
+            dependencies: [
+                "RelayCore", "RelayStore", "RelayDelivery", "RelayHTTP", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec",
+                "RelayLocks",
+            ],
+            swiftSettings: swiftSettings),
+        /// The REST API: routes, authentication, rate limits, validation, the calls into the store.
+        .target(
+            name: "RelayREST",
+            dependencies: [
+                "RelaySettings", "RelayLive", "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayDelivery",
+                "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "RelayConsole", "RelayLocks",
+            ],
+            swiftSettings: swiftSettings),
+        /// Wiring and lifecycle: the app, its services' order, secrets, the CLI's commands.
         .target(
             name: "RelayServer",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayDelivery", "RelayTelemetry", "RelayWebSocket",
-                "WebSocketCodec", "RelayConsole",
-                "CLinux", "RelayLocks",
+                "RelaySettings", "RelayLive", "RelayREST", "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP",
+                "RelayDelivery", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "CLinux", "RelayLocks",
             ],
             swiftSettings: swiftSettings
         ),
@@ -140,7 +160,8 @@ let package = Package(
         .testTarget(
             name: "RelayServerTests",
             dependencies: [
-                "RelayServer", "RelayCore", "RelayLocks", "RelayStore", "RelayTelemetry", "RelayTesting", "RelayClient",
+                "RelayServer", "RelaySettings", "RelayLive", "RelayREST", "RelayCore", "RelayLocks", "RelayStore",
+                "RelayTelemetry", "RelayTesting", "RelayClient",
             ],
             swiftSettings: swiftSettings
         ),

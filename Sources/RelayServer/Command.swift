@@ -2,6 +2,7 @@ internal import CLinux
 import Foundation
 import RelayCore
 import RelayCrypto
+import RelaySettings
 import RelayStore
 import RelayTelemetry
 
@@ -9,8 +10,6 @@ import RelayTelemetry
 /// command's own options; anything unknown or malformed is a usage error (exit 2) that names it.
 /// Run-time failures (bind, database) are one line on stderr and exit 1.
 package enum Command {
-    static let version = "0.2.0"
-
     static let usage = """
         usage: pushrelay <command> [--config FILE] [--setting value ...] [options]
 
@@ -52,7 +51,7 @@ package enum Command {
             print(usage)
             return 0
         case "--version":
-            print("pushrelay \(version)")
+            print("pushrelay \(RelayConfig.version)")
             return 0
         default: break
         }

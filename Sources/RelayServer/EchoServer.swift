@@ -1,4 +1,6 @@
 import RelayHTTP
+import RelayREST
+import RelaySettings
 import RelayWebSocket
 import WebSocketCodec
 

@@ -1,4 +1,5 @@
 package import RelayCore
+import RelayLive
 package import RelayStore
 
 /// What the live side knows, read directly: for the in-process tests, which check it without

@@ -5,7 +5,10 @@ import RelayCore
 import RelayCrypto
 import RelayDelivery
 import RelayHTTP
+import RelayLive
 import RelayLocks
+import RelayREST
+package import RelaySettings
 package import RelayStore
 package import RelayTelemetry
 import RelayWebSocket

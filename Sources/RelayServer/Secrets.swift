@@ -1,6 +1,7 @@
 import RelayCore
 import RelayCrypto
 import RelayLocks
+import RelaySettings
 import RelayStore
 
 /// The secrets in force: configured ones win; the others are generated on first start and

@@ -6,6 +6,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import RelayREST
 #endif
 
 @Suite(.serialized) struct AbuseLimitsTests {

@@ -1,3 +1,4 @@
+import RelayLive
 import RelayLocks
 import RelayServer
 import RelayStore

@@ -1,6 +1,8 @@
 import Foundation
 import RelayCore
+import RelayREST
 import RelayServer
+import RelaySettings
 import RelayTesting
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import RelayCore
 import RelayServer
+import RelaySettings
 import RelayTelemetry
 import RelayTesting
 

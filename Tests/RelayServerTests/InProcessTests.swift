@@ -1,6 +1,7 @@
 import Foundation
 import RelayCore
 import RelayServer
+import RelaySettings
 import RelayStore
 import RelayTesting
 import Testing

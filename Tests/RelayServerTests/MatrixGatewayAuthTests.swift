@@ -1,4 +1,5 @@
 import RelayCore
+import RelayREST
 import RelayServer
 import Synchronization
 import Testing

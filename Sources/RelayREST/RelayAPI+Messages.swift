@@ -1,6 +1,8 @@
 import RelayCore
 import RelayCrypto
 import RelayHTTP
+import RelayLive
+import RelaySettings
 import RelayStore
 import RelayTelemetry
 

@@ -5,7 +5,7 @@ import RelayTelemetry
 /// The access log: one line per answered request, at `info` (a 5xx at `warning`), in the
 /// relay's logfmt. Only the path is logged, never the query string (a WebSocket's
 /// `access_token` travels there) or any header.
-enum AccessLog {
+package enum AccessLog {
     /// What the line says about the request.
     struct Request: Sendable {
         var method: String

@@ -1,5 +1,5 @@
 import Foundation
-import RelayCore
+package import RelayCore
 import RelayHTTP
 import RelayTelemetry
 import WebSocketCodec
@@ -9,6 +9,7 @@ import WebSocketCodec
 package enum ConfigLoader {
     package struct Error: Swift.Error, CustomStringConvertible {
         package var description: String
+        package init(description: String) { self.description = description }
     }
 
     /// A setting: its JSON key, and how to apply a textual value to the config.
@@ -16,7 +17,7 @@ package enum ConfigLoader {
         package let key: String
         let apply: @Sendable (inout RelayConfig, String) throws(Error) -> Void
         /// The current value, for `check-config`.
-        let read: @Sendable (RelayConfig) -> JSONValue
+        package let read: @Sendable (RelayConfig) -> JSONValue
 
         /// `PUSHRELAY_PUSH_DELAY_MS` for `pushDelayMs`.
         package var environmentName: String {

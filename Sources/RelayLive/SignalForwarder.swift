@@ -1,18 +1,18 @@
-import RelayCore
-import RelayDelivery
+package import RelayCore
+package import RelayDelivery
 import RelayLocks
-import RelayTelemetry
+package import RelayTelemetry
 
 /// Hands clients' signals to the chat server (`signal.received`, one attempt) within the
 /// budgets of `SignalAdmission`, and counts what became of each in `pushrelay_signals_total`.
-final class SignalForwarder: Sendable {
+package final class SignalForwarder: Sendable {
     private let admission: LockedValue<SignalAdmission>
     private let metrics: Metrics
     private let now: @Sendable () -> Timestamp
     /// Posts the event; calls back once, with whether the receiver took it.
     private let send: @Sendable (RelayEvent, @escaping @Sendable (Bool) -> Void) -> Void
 
-    init(
+    package init(
         maxInFlight: Int, metrics: Metrics, now: @escaping @Sendable () -> Timestamp,
         send: @escaping @Sendable (RelayEvent, @escaping @Sendable (Bool) -> Void) -> Void
     ) {

@@ -18,7 +18,7 @@ import WebSocketCodec
 /// them. A live message that is simply the next one goes out at once from the committing
 /// thread (no hop: it is on the latency path); store reads (catch-up, gaps) run on the
 /// session's serial queue.
-final class LiveSession: Sendable {
+package final class LiveSession: Sendable {
     let handle: WebSocketHandle
     let userId: String
     let deviceId: String

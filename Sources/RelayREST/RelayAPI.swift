@@ -1,12 +1,14 @@
 import Dispatch
-import RelayCore
+package import RelayCore
 import RelayCrypto
-import RelayDelivery
+package import RelayDelivery
 package import RelayHTTP
+package import RelayLive
 import RelayLocks
-import RelayStore
-import RelayTelemetry
-import Synchronization
+package import RelaySettings
+package import RelayStore
+package import RelayTelemetry
+package import Synchronization
 import WebSocketCodec
 
 /// The REST API: routes, authentication, validation, and the calls into the store.
@@ -34,7 +36,7 @@ package final class RelayAPI: Sendable {
     /// `wsAllowedOrigins` in compared form; nil (the default, an empty list) allows every origin.
     let allowedOrigins: Set<String>?
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
-    let shuttingDown = Atomic<Bool>(false)
+    package let shuttingDown = Atomic<Bool>(false)
     /// `GET /v1/stats`'s push job counts, read at most once per `statsCacheMs` however many
     /// consoles poll.
     let jobCounts: LockedValue<CachedValue<[JobState: Int]>>
@@ -93,7 +95,7 @@ package final class RelayAPI: Sendable {
     /// `(method, pattern)` of every route, for the contract test.
     package static var routes: [(method: String, path: String)] { router.routes.map { ($0.method, $0.pattern) } }
 
-    init(
+    package init(
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
         allowList: HostAllowList, live: LiveGateway, notifier: PushNotifier, vapidPublicKey: String?,
         now: @escaping @Sendable () -> Timestamp

@@ -5,6 +5,9 @@ package import RelayTelemetry
 /// Every setting of the relay, each with its default. Loaded from a JSON file, then the
 /// environment (`PUSHRELAY_` + upper snake case), then flags (`--kebab-case`); later wins.
 package struct RelayConfig: Sendable, Equatable {
+    /// The relay's version: `--version`, `GET /v1/stats`, and `openapi.yaml`'s `info.version` (a test checks).
+    package static let version = "0.2.0"
+
     /// `host:port` to bind; port 0 picks a free one. Default loopback only.
     package var listen = "127.0.0.1:8080"
     /// The database: a SQLite file path, or a PostgreSQL URI (`postgresql://…`, `postgres://…`)
@@ -147,7 +150,7 @@ package struct RelayConfig: Sendable, Equatable {
 extension RelayConfig {
     /// Whether devices may name this transport: the webhook always, a push service once its
     /// credentials are set.
-    func offers(_ kind: PushTransport.Kind) -> Bool {
+    package func offers(_ kind: PushTransport.Kind) -> Bool {
         switch kind {
         case .webhook: return true
         case .apns: return apnsKeyFile != nil
@@ -157,7 +160,7 @@ extension RelayConfig {
     }
 
     /// The delivery decisions these settings make.
-    var deliveryPolicy: DeliveryPolicy {
+    package var deliveryPolicy: DeliveryPolicy {
         DeliveryPolicy(
             pushDelayMs: pushDelayMs, ackTimeoutMs: ackTimeoutMs,
             retry: RetryPolicy(baseMilliseconds: pushRetryBaseMs, capMilliseconds: pushRetryCapMs))

@@ -1,8 +1,8 @@
-import RelayCore
-import RelayDelivery
-import RelayLocks
-import RelayStore
-import RelayTelemetry
+package import RelayCore
+package import RelayDelivery
+package import RelayLocks
+package import RelayStore
+package import RelayTelemetry
 import RelayWebSocket
 import WebSocketCodec
 
@@ -12,7 +12,7 @@ import WebSocketCodec
 /// A device is online while at least one of its sockets is open and not backgrounded; a user is
 /// online when one of their devices is. Going offline records `lastOnline` in the store, so it
 /// survives restarts.
-final class LiveHub: Sendable {
+package final class LiveHub: Sendable {
     private struct DeviceEntry {
         /// Open sessions of this device, by connection id, with their background flag.
         var sessions: [UInt64: Bool] = [:]
@@ -55,20 +55,20 @@ final class LiveHub: Sendable {
     private let state: LockedValue<State>
     let store: any RelayStore
     let logger: Logger
-    let now: @Sendable () -> Timestamp
+    package let now: @Sendable () -> Timestamp
     private let events: any RelayEventSink
     /// Presence reports and token expiries are checked on this timer, armed while sockets are
     /// open or reports are pending (the app starts it; an idle relay does not wake for it).
-    let ticks = DemandTimer()
-    static let tickIntervalMs: Int64 = 250
+    package let ticks = DemandTimer()
+    package static let tickIntervalMs: Int64 = 250
     /// Ends the devices of a node whose lease ran out; armed while other nodes hold devices.
-    let leases = DemandTimer()
+    package let leases = DemandTimer()
     /// How long the other nodes count this node's devices without news (`nodeLeaseMs`).
     let leaseMs: Int64
 
     /// Presence changes are reported the push delay after they happen, and not at all when they
     /// flip back sooner.
-    init(
+    package init(
         store: any RelayStore, logger: Logger, events: any RelayEventSink, delivery: DeliveryPolicy, leaseMs: Int64,
         now: @escaping @Sendable () -> Timestamp
     ) {
@@ -86,7 +86,7 @@ final class LiveHub: Sendable {
     /// Reports the presence changes whose debounce delay has passed, and renews this node's
     /// lease when due; called by a timer. On a cluster, the delivering node reports for all
     /// (every node sees every change; one reports it).
-    func reportDuePresence() {
+    package func reportDuePresence() {
         let time = now()
         let (changes, lease) = state.withLock { state in
             (state.debouncer.due(at: time), state.renewLeaseIfDue(at: time, leaseMs: leaseMs))
@@ -97,7 +97,7 @@ final class LiveHub: Sendable {
     }
 
     /// Whether the next tick has work: open sockets (token expiries) or unreported presence.
-    var needsTicks: Bool { state.withLock { !$0.sessions.isEmpty || $0.debouncer.hasPending } }
+    package var needsTicks: Bool { state.withLock { !$0.sessions.isEmpty || $0.debouncer.hasPending } }
 
     /// Runs `body` on the state of one device's sessions, feeds the user's resulting online state
     /// to the debouncer, and tells the store (the other nodes) and `lastOnline` when the device
@@ -159,7 +159,7 @@ final class LiveHub: Sendable {
     }
 
     /// The REST presence report: applies to every open socket of that device.
-    func setBackground(userId: String, deviceId: String, _ background: Bool) {
+    package func setBackground(userId: String, deviceId: String, _ background: Bool) {
         let ids = state.withLock { $0.devices[userId]?[deviceId]?.sessions.keys.map { $0 } ?? [] }
         for id in ids { setBackground(id, background) }
     }
@@ -179,7 +179,7 @@ final class LiveHub: Sendable {
     }
 
     /// Each device's `lastOnline`: the store's, or a newer one this node is still writing.
-    func lastOnline(_ userId: String) throws(StoreError) -> [String: Timestamp] {
+    package func lastOnline(_ userId: String) throws(StoreError) -> [String: Timestamp] {
         // The unwritten times first: one whose write completes meanwhile is in the store's read.
         let pending = state.withLock { $0.unrecorded[userId] ?? [:] }
         let stored = try store.lastOnline(userId: userId)
@@ -187,14 +187,14 @@ final class LiveHub: Sendable {
     }
 
     /// The ack cursor of `userId` moved: tell the chat server (`message.acked`).
-    func acknowledged(userId: String, seq: Int64) {
+    package func acknowledged(userId: String, seq: Int64) {
         events.emit(.messageAcked(userId: userId, seq: seq, at: now()))
     }
 
     // MARK: Presence
 
     /// Online devices of a user, on this node or another.
-    func onlineDevices(_ userId: String) -> Set<String> {
+    package func onlineDevices(_ userId: String) -> Set<String> {
         state.withLock { state in
             Set(state.devices[userId]?.filter { $0.value.online }.keys.map { $0 } ?? [])
                 .union(state.cluster.devices(of: userId))
@@ -202,7 +202,7 @@ final class LiveHub: Sendable {
     }
 
     /// Devices of a user with a socket open here (foreground or not) or online on another node.
-    func devices(of userId: String) -> Set<String> {
+    package func devices(of userId: String) -> Set<String> {
         state.withLock { state in
             Set(state.devices[userId]?.keys.map { $0 } ?? []).union(state.cluster.devices(of: userId))
         }
@@ -211,7 +211,7 @@ final class LiveHub: Sendable {
     // MARK: Cluster presence
 
     /// A device went online or offline on another node.
-    func presenceElsewhere(node: String, userId: String, deviceId: String, online: Bool) {
+    package func presenceElsewhere(node: String, userId: String, deviceId: String, online: Bool) {
         let time = now()
         state.withLock { state in
             state.cluster.set(node: node, userId: userId, deviceId: deviceId, online: online, now: time)
@@ -222,12 +222,12 @@ final class LiveHub: Sendable {
     }
 
     /// Another node renewed its lease.
-    func leaseElsewhere(node: String, until: Timestamp) {
+    package func leaseElsewhere(node: String, until: Timestamp) {
         state.withLock { $0.cluster.renew(node: node, until: until) }
     }
 
     /// Reads the other nodes' devices afresh (at start, and when notifications may have been missed).
-    func loadClusterPresence() {
+    package func loadClusterPresence() {
         guard let entries = try? store.clusterPresence() else { return }
         let time = now()
         state.withLock { state in
@@ -243,7 +243,7 @@ final class LiveHub: Sendable {
 
     /// Takes offline the devices of nodes whose lease ended; the delivering node also forgets
     /// those nodes in the store. Called by the `leases` timer.
-    func expireLeases() {
+    package func expireLeases() {
         let time = now()
         let ended = state.withLock { state -> [String] in
             let (nodes, users) = state.cluster.expire(now: time)
@@ -277,12 +277,12 @@ final class LiveHub: Sendable {
     }
 
     /// Another node committed `seq` for `userId`: the sessions held here read it from the store.
-    func committedElsewhere(userId: String, seq: Int64) {
+    package func committedElsewhere(userId: String, seq: Int64) {
         for session in sessions(of: userId) { session.committedElsewhere(seq: seq) }
     }
 
     /// Notifications from other nodes may have been missed: every session reads its inbox again.
-    func resync() {
+    package func resync() {
         for session in state.withLock({ Array($0.sessions.values) }) { session.resync() }
     }
 
@@ -294,7 +294,7 @@ final class LiveHub: Sendable {
 
     /// Sends a signal to every online (foreground) socket of `userIds`, except the device it came
     /// from; returns how many sockets it was handed to.
-    func signal(
+    package func signal(
         _ signal: Signal, senderId: String?, to userIds: [String], except sender: (userId: String, deviceId: String)?
     ) -> Int {
         let sessions = state.withLock { state in
@@ -312,7 +312,7 @@ final class LiveHub: Sendable {
     }
 
     /// Closes every socket of one device with 1008 (its tokens were revoked).
-    func close(userId: String, deviceId: String, reason: String) {
+    package func close(userId: String, deviceId: String, reason: String) {
         let sessions = state.withLock { state in
             state.devices[userId]?[deviceId]?.sessions.keys.compactMap { state.sessions[$0] } ?? []
         }
@@ -321,31 +321,31 @@ final class LiveHub: Sendable {
 
     /// Closes with 1008 `token expired` every socket whose token has expired by `now` (the
     /// client refreshes its token and reconnects, or sends a `refresh` frame in time).
-    func closeExpiredSessions(now: Timestamp) {
+    package func closeExpiredSessions(now: Timestamp) {
         let expired = state.withLock { state in state.sessions.values.filter { $0.tokenExpired(at: now) } }
         for session in expired { session.handle.close(code: CloseCode.policyViolation, reason: "token expired") }
     }
 
     /// Reads again for the sessions whose live read failed, when due (`now`: monotonic ms).
-    func retryStalledSessions(now: Int64) {
+    package func retryStalledSessions(now: Int64) {
         let due = state.withLock { state in state.sessions.values.filter { $0.readsAgain(at: now) } }
         for session in due { session.retryIfStalled(now: now) }
     }
 
     /// Open sockets of one user.
-    func sessionCount(userId: String) -> Int {
+    package func sessionCount(userId: String) -> Int {
         state.withLock { $0.devices[userId]?.values.reduce(0) { $0 + $1.sessions.count } ?? 0 }
     }
 
     /// How many users are online, and the first `limit` of them by id.
-    func onlineUsers(limit: Int) -> (total: Int, first: [String]) {
+    package func onlineUsers(limit: Int) -> (total: Int, first: [String]) {
         let users = state.withLock { state in
             Set(state.devices.keys.filter { state.userOnline($0) }).union(state.cluster.users)
         }
         return (users.count, Array(users.sorted().prefix(limit)))
     }
 
-    var onlineUserCount: Int {
+    package var onlineUserCount: Int {
         state.withLock { state in
             Set(state.devices.keys.filter { state.userOnline($0) }).union(state.cluster.users).count
         }

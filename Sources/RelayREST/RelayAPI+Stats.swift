@@ -1,7 +1,9 @@
 import RelayCore
 import RelayDelivery
 import RelayHTTP
+import RelayLive
 import RelayLocks
+import RelaySettings
 import RelayStore
 import RelayTelemetry
 import RelayWebSocket
@@ -30,7 +32,7 @@ extension RelayAPI {
         writer.key("nodes")
         writer.beginArray()
         writer.beginObject()
-        writer.member("version", Command.version)
+        writer.member("version", RelayConfig.version)
         writer.member("startedAt", startedAt)
         writer.member("uptimeSeconds", (time.milliseconds - startedAt.milliseconds) / 1000)
         writer.member("ready", !shuttingDown.load(ordering: .relaxed))

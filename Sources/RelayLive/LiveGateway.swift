@@ -1,31 +1,31 @@
-import RelayCore
+package import RelayCore
 import RelayDelivery
-import RelayHTTP
-import RelayStore
-import RelayTelemetry
-import RelayWebSocket
-import WebSocketCodec
+package import RelayHTTP
+package import RelayStore
+package import RelayTelemetry
+package import RelayWebSocket
+package import WebSocketCodec
 
 /// Wires the WebSocket loop to the relay: opens sessions for upgraded sockets, reads client
 /// frames, and fans committed messages out to the sessions of their recipients.
-final class LiveGateway: WebSocketLoopDelegate {
-    let loop: WebSocketLoop
-    let hub: LiveHub
+package final class LiveGateway: WebSocketLoopDelegate {
+    package let loop: WebSocketLoop
+    package let hub: LiveHub
     let store: any RelayStore
     let logger: Logger
 
     /// When pushes of what a device was sent fall due.
     let delivery: DeliveryPolicy
     /// Checks the tokens of `refresh` frames.
-    let auth: Authenticator
+    let auth: any SocketTokenVerifier
     /// A line per socket opened and closed.
     let accessLog: Bool
     /// Hands a client's signal to the chat server (`signal.received`, one attempt), within budget.
     let signals: SignalForwarder
 
-    init(
+    package init(
         loop: WebSocketLoop, hub: LiveHub, store: any RelayStore, logger: Logger, delivery: DeliveryPolicy,
-        auth: Authenticator, accessLog: Bool, signals: SignalForwarder
+        auth: any SocketTokenVerifier, accessLog: Bool, signals: SignalForwarder
     ) {
         self.signals = signals
         self.delivery = delivery
@@ -38,7 +38,7 @@ final class LiveGateway: WebSocketLoopDelegate {
     }
 
     /// Takes an upgraded socket and starts its session, which ends when its token expires.
-    func open(
+    package func open(
         _ socket: UpgradedSocket, claims: ClientClaims, deviceId: String, after: Int64, epoch: String?,
         background: Bool
     ) {
@@ -47,14 +47,14 @@ final class LiveGateway: WebSocketLoopDelegate {
         let session = LiveSession(
             handle: handle, userId: userId, deviceId: deviceId, store: store,
             logger: logger.with("user.id", userId).with("device.id", deviceId), delivery: delivery,
-            tokenExpiresAt: claims.expiresAt + auth.tokens.leeway, now: hub.now)
+            tokenExpiresAt: claims.expiresAt + auth.leewaySeconds, now: hub.now)
         hub.register(session, background: background)  // before the catch-up is read: see LiveSession
         if accessLog { session.logger.info("websocket opened", ("after", String(after))) }
         session.start(after: after, clientEpoch: epoch, pingIntervalMs: loop.configuration.pingIntervalMs)
     }
 
     /// A message was committed: live frames for every recipient with an open socket.
-    func publish(_ message: IncomingMessage, recipients: [RecipientSeq], createdAt: Timestamp) {
+    package func publish(_ message: IncomingMessage, recipients: [RecipientSeq], createdAt: Timestamp) {
         for recipient in recipients {
             hub.publish(userId: recipient.userId, seq: recipient.seq) {
                 LiveSession.frame(
@@ -67,7 +67,7 @@ final class LiveGateway: WebSocketLoopDelegate {
 
     // MARK: WebSocketLoopDelegate (loop thread)
 
-    func webSocket(_ connection: WebSocketHandle, received message: WebSocketConnection.Message) {
+    package func webSocket(_ connection: WebSocketHandle, received message: WebSocketConnection.Message) {
         guard let session = hub.session(connection.id) else { return }
         guard case .text(let text) = message else {
             connection.close(code: CloseCode.unsupportedData, reason: "only text frames are accepted")
@@ -111,13 +111,13 @@ final class LiveGateway: WebSocketLoopDelegate {
             }
         case "refresh":
             // A fresh token for the same user and device keeps the socket open past the old one's expiry.
-            guard let token = json["token"]?.stringValue, let claims = try? auth.verifyToken(token),
+            guard let token = json["token"]?.stringValue, let claims = auth.socketClaims(token),
                 claims.userId == session.userId, claims.deviceId == nil || claims.deviceId == session.deviceId
             else {
                 connection.close(code: CloseCode.policyViolation, reason: "invalid token")
                 return
             }
-            session.refreshToken(expiresAt: claims.expiresAt + auth.tokens.leeway)
+            session.refreshToken(expiresAt: claims.expiresAt + auth.leewaySeconds)
             var writer = JSONWriter()
             writer.beginObject()
             writer.member("type", "refreshed")
@@ -129,7 +129,7 @@ final class LiveGateway: WebSocketLoopDelegate {
         }
     }
 
-    func webSocketClosed(_ connection: WebSocketHandle, code: UInt16) {
+    package func webSocketClosed(_ connection: WebSocketHandle, code: UInt16) {
         if let session = hub.session(connection.id), accessLog {
             let seconds = Double(MonotonicClock.milliseconds() - session.openedAt) / 1000
             session.logger.info(

@@ -1,6 +1,7 @@
 import RelayCore
 import RelayCrypto
 import RelayHTTP
+import RelaySettings
 import RelayStore
 import RelayTelemetry
 

@@ -1,5 +1,6 @@
 import RelayCore
 import RelayHTTP
+import RelayLive
 import RelayTelemetry
 
 extension RelayAPI {

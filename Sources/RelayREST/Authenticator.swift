@@ -1,6 +1,7 @@
 package import RelayCore
 import RelayCrypto
 package import RelayHTTP
+import RelayLive
 
 /// Who is calling.
 package enum Principal: Sendable {
@@ -16,14 +17,14 @@ package struct Authenticator: Sendable {
     /// independent of the keys' lengths.
     private let serverKeyDigests: [[UInt8]]
     package let tokens: ClientTokenCodec
-    let revocations: TokenRevocations
+    package let revocations: TokenRevocations
     private let now: @Sendable () -> Timestamp
     private let limiter: RateLimiter?
     /// Wrong Matrix secrets per peer address (`wrongMatrixSecrets`); on whatever `limiter` says.
     private let wrongSecrets = RateLimiter(
         server: Authenticator.wrongMatrixSecrets, client: Authenticator.wrongMatrixSecrets)
 
-    init(
+    package init(
         serverKeys: [String], tokens: ClientTokenCodec, revocations: TokenRevocations = TokenRevocations([]),
         limiter: RateLimiter? = nil, now: @escaping @Sendable () -> Timestamp
     ) {
@@ -151,4 +152,9 @@ package struct Authenticator: Sendable {
         }
         return principal
     }
+}
+
+extension Authenticator: SocketTokenVerifier {
+    package func socketClaims(_ token: String) -> ClientClaims? { try? verifyToken(token) }
+    package var leewaySeconds: Int64 { tokens.leeway }
 }

@@ -1,5 +1,7 @@
 import RelayCore
 import RelayHTTP
+import RelayLive
+import RelaySettings
 import RelayStore
 
 extension RelayAPI {

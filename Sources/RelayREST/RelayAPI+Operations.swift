@@ -1,5 +1,6 @@
 import RelayCore
 import RelayHTTP
+import RelaySettings
 import RelayStore
 import RelayTelemetry
 import Synchronization

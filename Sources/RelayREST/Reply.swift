@@ -4,7 +4,7 @@ import RelayTelemetry
 
 /// Answers one routed request: records its metrics and access log line, then hands the
 /// response to the HTTP layer. Safe to call from any thread (store completions call it).
-struct Reply: Sendable {
+package struct Reply: Sendable {
     let responder: HTTPResponder
     let request: AccessLog.Request
     let started: UInt64

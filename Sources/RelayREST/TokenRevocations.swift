@@ -1,11 +1,11 @@
 import RelayCore
 import RelayLocks
-import RelayStore
+package import RelayStore
 
 /// Devices whose client tokens were revoked (by deleting the device), kept in memory for the
 /// token check and in the store across restarts. Tokens are stateless JWTs: a revocation refuses
 /// every token for that device issued at or before it (a token without `iat` counts as old).
-final class TokenRevocations: Sendable {
+package final class TokenRevocations: Sendable {
     private struct Key: Hashable {
         var userId: String
         var deviceId: String
@@ -13,7 +13,7 @@ final class TokenRevocations: Sendable {
 
     private let revokedAt: LockedValue<[Key: Int64]>
 
-    init(_ revocations: [TokenRevocation]) {
+    package init(_ revocations: [TokenRevocation]) {
         var table: [Key: Int64] = [:]
         for revocation in revocations {
             table[Key(userId: revocation.userId, deviceId: revocation.deviceId)] = revocation.revokedAtSeconds
@@ -21,7 +21,7 @@ final class TokenRevocations: Sendable {
         revokedAt = LockedValue(table)
     }
 
-    func revoke(userId: String, deviceId: String, atSeconds: Int64) {
+    package func revoke(userId: String, deviceId: String, atSeconds: Int64) {
         revokedAt.withLock { table in
             let key = Key(userId: userId, deviceId: deviceId)
             table[key] = max(table[key] ?? atSeconds, atSeconds)
@@ -30,7 +30,7 @@ final class TokenRevocations: Sendable {
 
     /// Adds what the store holds (another node's revocations, read after notifications may have
     /// been missed).
-    func merge(_ revocations: [TokenRevocation]) {
+    package func merge(_ revocations: [TokenRevocation]) {
         for revocation in revocations {
             revoke(userId: revocation.userId, deviceId: revocation.deviceId, atSeconds: revocation.revokedAtSeconds)
         }
