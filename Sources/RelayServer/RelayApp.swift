@@ -1,7 +1,7 @@
 internal import CLinux
 import Dispatch
 import Foundation
-import RelayCore
+package import RelayCore
 import RelayCrypto
 import RelayDelivery
 import RelayHTTP
@@ -32,13 +32,19 @@ package final class RelayApp: @unchecked Sendable {
     private let prune = DemandTimer()
     /// Gives freed heap back to the system a few seconds after socket churn.
     private let trim = DemandTimer()
+    /// The wall clock (`init`'s `clock`).
+    private let clock: @Sendable () -> Timestamp
     /// Everything with a start and a stop, in start order (see `start()`).
     private var services = ServiceGroup([])
 
     /// Opens the store (creating secrets on first start) and builds everything; serves nothing yet.
-    package init(config: RelayConfig, logger: Logger) throws {
+    /// `clock` is the wall clock every part reads (the in-process tests stop or step it).
+    package init(
+        config: RelayConfig, logger: Logger, clock: @escaping @Sendable () -> Timestamp = { Timestamp.now }
+    ) throws {
         self.config = config
         self.logger = logger
+        self.clock = clock
         let metrics = Metrics()
         let epochKey = EpochKeyHolder()
         let commits = CommitSignal()
@@ -51,7 +57,6 @@ package final class RelayApp: @unchecked Sendable {
             onFailure: { write, error in logger.error("store write failed", ("write", write), ("error", "\(error)")) })
         let secrets = try Secrets.resolve(config: config, store: store)
         epochKey.set(secrets.epochKey)
-        let clock: @Sendable () -> Timestamp = { Timestamp.now }
         let tokenKey = Array(secrets.clientTokenSecret.utf8)
         let tokens = ClientTokenCodec(hmac: { Crypto.hmacSHA256(key: tokenKey, message: $0) })
         let allowList = config.pushAllowedHosts
@@ -204,8 +209,9 @@ package final class RelayApp: @unchecked Sendable {
         let retention = config.retentionS
         let interval = config.pruneIntervalS
         let prune = self.prune
+        let clock = self.clock
         prune.start {
-            let now = Timestamp.now
+            let now = clock()
             store.prune(now: now, retentionSeconds: retention) { result in
                 switch result {
                 case .success(let pruned):
@@ -258,5 +264,8 @@ package final class RelayApp: @unchecked Sendable {
 }
 
 extension Timestamp {
-    static var now: Timestamp { Timestamp(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))) }
+    /// The system's wall clock: `RelayApp`'s default clock.
+    package static var now: Timestamp {
+        Timestamp(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import RelayCore
+import RelayLocks
 import RelayServer
 import RelaySettings
 import RelayTelemetry
@@ -13,7 +14,8 @@ final class InProcessRelay: @unchecked Sendable {
     let baseURL: URL
     let directory: URL
 
-    init(_ configure: (inout RelayConfig) -> Void = { _ in }) throws {
+    /// `clock`: a wall clock the test stops or steps; nil, the system's.
+    init(clock: SteppedClock? = nil, _ configure: (inout RelayConfig) -> Void = { _ in }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inprocess-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         signal(SIGPIPE, SIG_IGN)  // (the relay's command line does this for the process)
@@ -22,7 +24,8 @@ final class InProcessRelay: @unchecked Sendable {
         config.db = try RelayProcess.freshDatabase(in: directory)
         config.serverKeys = [RelayProcess.serverKey]
         configure(&config)
-        let app = try RelayApp(config: config, logger: Logger(level: .warning))
+        let now: @Sendable () -> Timestamp = if let clock { { clock.now } } else { { Timestamp.now } }
+        let app = try RelayApp(config: config, logger: Logger(level: .warning), clock: now)
         do {
             guard let url = URL(string: try app.start()) else {
                 throw RelayProcess.LaunchError(description: "the relay answered no URL")
@@ -54,4 +57,13 @@ final class InProcessRelay: @unchecked Sendable {
             port: port, path: "/v1/ws?access_token=\(token)" + (after.map { "&after=\($0)" } ?? ""))
         return client
     }
+}
+
+/// A wall clock that stands still until the test moves it.
+final class SteppedClock: Sendable {
+    private let time = LockedValue(Timestamp.now)
+
+    var now: Timestamp { time.withLock { $0 } }
+
+    func advance(milliseconds: Int64) { time.withLock { $0 = Timestamp(milliseconds: $0.milliseconds + milliseconds) } }
 }
