@@ -1,5 +1,4 @@
-import RelayCore
-import RelayStore
+package import RelayCore
 
 /// Which due devices a scheduler pass reads, by receiver host: no more per host than that host
 /// has delivery slots free, so a pass never reads batches it would only put back (one busy host
@@ -7,16 +6,16 @@ import RelayStore
 ///
 /// Kept across passes for its cache of parsed transports (parsing one costs more than the row
 /// it came with, and the same ones come back push after push).
-struct HostAdmission {
+package struct HostAdmission {
     /// A device's push transport, parsed, with the `host:port` its slots and breaker are kept per.
-    struct Target {
-        let transport: PushTransport
-        let host: String
+    package struct Target {
+        package let transport: PushTransport
+        package let host: String
     }
 
     /// How many due devices a pass looks past once their hosts are full, looking for other
     /// hosts' jobs, before it stops.
-    static let lookPastFull = 64
+    package static let lookPastFull = 64
 
     private var free: [String: Int] = [:]
     private var targets: [String: Target?] = [:]
@@ -25,13 +24,13 @@ struct HostAdmission {
     private var turnedDown = 0
     private let hostOf: @Sendable (PushTransport) -> String
 
-    init(slotsPerHost: Int, hostOf: @escaping @Sendable (PushTransport) -> String) {
+    package init(slotsPerHost: Int, hostOf: @escaping @Sendable (PushTransport) -> String) {
         self.slotsPerHost = slotsPerHost
         self.hostOf = hostOf
     }
 
     /// Starts a pass with the slots taken now.
-    mutating func begin(inFlight: [String: Int]) {
+    package mutating func begin(inFlight: [String: Int]) {
         self.inFlight = inFlight
         free.removeAll(keepingCapacity: true)
         turnedDown = 0
@@ -39,21 +38,31 @@ struct HostAdmission {
         if targets.count > 100_000 { targets.removeAll() }
     }
 
-    /// Whether a batch for the device's stored transport is worth reading now; counts it
-    /// against its host if so. (A malformed one is read, to be dead-lettered.)
-    mutating func admit(_ stored: String) -> PushAdmission {
-        guard let host = target(stored)?.host else { return .take }
-        let left = free[host] ?? (slotsPerHost - inFlight[host, default: 0])
-        guard left > 0 else {
-            turnedDown += 1
-            return turnedDown < Self.lookPastFull ? .skip : .stop
+    /// The due devices (in due order) whose batches are worth reading now: at most `limit`, no
+    /// more per host than it has slots free, looking past at most `lookPastFull` devices of full
+    /// hosts. Each one chosen counts against its host. (A malformed transport is chosen, so that
+    /// its jobs are dead-lettered.)
+    package mutating func choose(_ candidates: [DueDevice], limit: Int) -> [DueDevice] {
+        var chosen: [DueDevice] = []
+        for candidate in candidates {
+            guard chosen.count < limit else { break }
+            guard let host = target(candidate.target)?.host else {
+                chosen.append(candidate)
+                continue
+            }
+            let left = free[host] ?? (slotsPerHost - inFlight[host, default: 0])
+            guard left > 0 else {
+                turnedDown += 1
+                if turnedDown < Self.lookPastFull { continue } else { break }
+            }
+            free[host] = left - 1
+            chosen.append(candidate)
         }
-        free[host] = left - 1
-        return .take
+        return chosen
     }
 
     /// The stored transport parsed, or nil when it is malformed.
-    mutating func target(_ stored: String) -> Target? {
+    package mutating func target(_ stored: String) -> Target? {
         if let known = targets[stored] { return known }
         let parsed = PushTransport(target: stored).map { Target(transport: $0, host: hostOf($0)) }
         targets[stored] = .some(parsed)

@@ -149,10 +149,13 @@ package final class PushNotifier: Sendable {
         let batches: [PushBatch]
         do {
             let taken = hostsInFlight.withLock { $0 }
-            batches = try admission.withLock { admission in
+            let candidates = try store.dueDevices(
+                now: time, limit: room + HostAdmission.lookPastFull, skipping: busy)
+            let chosen = admission.withLock { admission in
                 admission.begin(inFlight: taken)
-                return try store.duePushes(now: time, limit: room, skipping: busy) { admission.admit($0) }
+                return admission.choose(candidates, limit: room)
             }
+            batches = try store.pushBatches(for: chosen, now: time)
         } catch {
             logger.warning("cannot read due pushes", ("error", "\(error)"))
             return

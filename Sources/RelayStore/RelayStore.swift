@@ -52,12 +52,11 @@ package protocol RelayStore: Sendable {
 
     // MARK: Push outbox
 
-    /// Due push jobs coalesced per device, oldest first, leaving out devices in `skipping` and
-    /// those whose push URL `admitting` turns down (their host has no delivery slot free: reading
-    /// them would only be thrown away), until it says stop.
-    func duePushes(
-        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ target: String) -> PushAdmission
-    ) throws(StoreError) -> [PushBatch]
+    /// Devices with due push jobs, oldest due first, leaving out those in `skipping`; at most
+    /// `limit`. (The scheduler chooses among them by host, then reads their batches.)
+    func dueDevices(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [DueDevice]
+    /// The due jobs of each of `devices`, coalesced into one batch per device.
+    func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch]
     /// Records how a delivery attempt ended.
     func finish(
         _ batch: PushBatch, result: PushResult, now: Timestamp,
@@ -115,4 +114,12 @@ package protocol RelayStore: Sendable {
     func forgetNode(_ nodeId: String)
     /// Finishes queued writes and closes the database.
     func close()
+}
+
+extension RelayStore {
+    /// Every due device's batch, up to `limit` devices: `dueDevices` and `pushBatches` with no
+    /// choice in between (the tests' way to look at what is due).
+    package func duePushes(now: Timestamp, limit: Int, skipping: Set<String> = []) throws(StoreError) -> [PushBatch] {
+        try pushBatches(for: dueDevices(now: now, limit: limit, skipping: skipping), now: now)
+    }
 }

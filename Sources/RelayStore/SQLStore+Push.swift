@@ -1,15 +1,5 @@
 package import RelayCore
 
-/// What the scheduler makes of a due device while the store reads them (`RelayStore.duePushes`).
-package enum PushAdmission: Sendable {
-    /// Read its batch.
-    case take
-    /// Leave it for a later pass (its host has no delivery slot free).
-    case skip
-    /// Read no further.
-    case stop
-}
-
 /// How a delivery attempt ended, as the store records it.
 package enum PushResult: Sendable {
     /// Not attempted (its host is paused by the circuit breaker): due again at `until`.
@@ -97,39 +87,35 @@ extension SQLStore {
         return !devices.isEmpty
     }
 
-    /// Due jobs, coalesced per device: every due job of a device goes into its one batch. A
-    /// window's jobs share their due time (`DeliveryPolicy.dueAt`), so a push covers its whole
-    /// window; jobs still waiting for an ack are not due yet and stay out.
-    /// Devices in `skipping` (deliveries in flight) and those `admitting` turns down are left
-    /// out; at most `limit` devices. The scan of due jobs stops as soon as `limit` devices are
-    /// found, so a poll costs what it delivers, not what is queued.
-    package func duePushes(
-        now: Timestamp, limit: Int, skipping: Set<String>, admitting: (_ target: String) -> PushAdmission
-    ) throws(StoreError) -> [PushBatch] {
+    /// Devices with due jobs, oldest due first, with their stored transports: at most `limit`,
+    /// leaving out those in `skipping` (deliveries in flight). The scan stops after
+    /// `(limit + skipping.count) * 4` due jobs, so a poll costs what it delivers, not what is queued.
+    package func dueDevices(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [DueDevice] {
         guard delivers else { return [] }
         return try read { db in
-            // The devices with the oldest due jobs…
-            var devices: [(userId: String, deviceId: String)] = []
+            var devices: [DueDevice] = []
             var seen = Set<String>()
             var scanned = 0
             let scanLimit = (limit + skipping.count) * 4
             try db.scan(Self.dueDevicesSQL(db.dialect), [.int(now.milliseconds)]) { row in
                 scanned += 1
-                let userId = row.text(0)
-                let deviceId = row.text(1)
-                let key = PushBatch.deviceKey(userId, deviceId)
-                if !skipping.contains(key), seen.insert(key).inserted {
-                    switch admitting(row.text(2)) {
-                    case .take: devices.append((userId, deviceId))
-                    case .skip: break
-                    case .stop: return false
-                    }
-                }
+                let device = DueDevice(userId: row.text(0), deviceId: row.text(1), target: row.text(2))
+                if !skipping.contains(device.key), seen.insert(device.key).inserted { devices.append(device) }
                 return devices.count < limit && scanned < scanLimit
             }
-            // …and all of each one's due jobs, coalesced into one push.
+            return devices
+        }
+    }
+
+    /// Every due job of each of `devices`, coalesced into one batch per device (a window's jobs
+    /// share their due time, `DeliveryPolicy.dueAt`, so a push covers its whole window; jobs still
+    /// waiting for an ack are not due yet and stay out).
+    package func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch] {
+        guard delivers, !devices.isEmpty else { return [] }
+        return try read { db in
             var result: [PushBatch] = []
-            for (userId, deviceId) in devices {
+            for due in devices {
+                let (userId, deviceId) = (due.userId, due.deviceId)
                 var jobs: [DueJob] = []
                 var device: (target: String, contentFree: Bool, unread: Int64)?
                 try db.query(

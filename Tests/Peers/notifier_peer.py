@@ -504,15 +504,17 @@ def expiring_jobs_keep_the_breaker_open(binary, receiver):
 def trickle(binary, receiver):
     slow = Receiver()
     # A 5 s attempt deadline: the healthy push below has that long to come before the first
-    # trickled attempt is cut, busy machine or not.
+    # trickled attempt is cut, busy machine or not. Every device is registered first and the 64
+    # trickled pushes come from one post, so only that post, 0.5 s and the healthy post run
+    # inside those 5 s.
     relay = Relay(binary, "--push-delay-ms", "0", "--push-timeout-ms", "5000", "--push-retry-base-ms", "200")
     try:
         for n in range(64):
             slow.behaviour[f"/t{n}/phone"] = ["trickle"]
             relay.device(slow, f"t{n}", "phone")
-            relay.post(f"t{n}", [f"t{n}"])
-        time.sleep(0.5)  # every delivery thread could be busy with the trickler by now
         relay.device(receiver, "healthy", "phone")
+        relay.post("t-all", [f"t{n}" for n in range(64)])
+        time.sleep(0.5)  # every delivery thread could be busy with the trickler by now
         started = time.monotonic()
         relay.post("h1", ["healthy"])
         assert wait_for(lambda: receiver.received("/healthy/phone")), "the healthy push never came"

@@ -8,7 +8,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from pushdoubles import APNsDouble, FCMDouble, ca_file, make_apns_key  # noqa: E402
-from relaypeer import Receiver, Relay, post, pushed, registry, run_checks, wait_for  # noqa: E402
+from relaypeer import Receiver, Relay, post, post_together, pushed, registry, run_checks, wait_for  # noqa: E402
 
 
 def call_text(relay, path):
@@ -56,8 +56,7 @@ def apns_window_and_clear(binary):
     relay = Relay(binary, "--push-delay-ms", "1500", *apns.flags)
     try:
         register_apns(relay, "ann", "iphone", 1)
-        for n in range(1, 4):
-            post(relay, f"a{n}", "ann", priority="high")
+        post_together(relay, ["a1", "a2", "a3"], "ann", priority="high")
         assert wait_for(lambda: apns.double.for_token(token(1)), 20), apns.double.requests
         time.sleep(1)
         pushes = answered(apns.double, token(1))
@@ -234,8 +233,7 @@ def fcm_end_to_end(binary):
             status, body = relay.http("PUT", f"/v1/users/gus/devices/{device}", {"fcm": {"token": registration}})
             assert status == 201, body
         fcm.double.script("tok-old:APA91", ["UNREGISTERED"])
-        for n in range(1, 4):
-            post(relay, f"g{n}", "gus")
+        post_together(relay, ["g1", "g2", "g3"], "gus")
         assert wait_for(lambda: any(m.status == 200 for m in fcm.double.for_token("tok-pixel:APA91")), 20), \
             fcm.double.messages
         sent = [m for m in fcm.double.for_token("tok-pixel:APA91") if m.status == 200]

@@ -107,6 +107,15 @@ def post(relay, message_id, user, **extra):
     assert status == 202, body
 
 
+def post_together(relay, message_ids, user, **extra):
+    """Posts `post`'s messages in one batch (one commit): they fall into one push window however
+    slow the machine is, where separate posts might straddle two."""
+    status, body = relay.http("POST", "/v1/messages/batch", {"messages": [
+        {"id": message_id, "recipients": [user], "payload": {"n": message_id},
+         "push": {"title": "Carol", "body": f"text of {message_id}"}, **extra} for message_id in message_ids]})
+    assert status == 200 and all(r["status"] == 202 for r in body["results"]), body
+
+
 def pushed(relay, message_id):
     """Whether the relay has recorded the message pushed to every recipient."""
     status, body = relay.http("GET", f"/v1/messages/{message_id}")

@@ -8,7 +8,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from pushdoubles import WebPushEndpoint, ca_file  # noqa: E402
-from relaypeer import Receiver, Relay, post, pushed, registry, run_checks, wait_for  # noqa: E402
+from relaypeer import Receiver, Relay, post, post_together, pushed, registry, run_checks, wait_for  # noqa: E402
 
 checks, check = registry()
 
@@ -41,8 +41,7 @@ def one_push_per_window(binary):
     relay = relay_with_web_push(binary)
     try:
         subscription = subscribe(relay, service, "wanda")
-        for n in range(1, 4):
-            post(relay, f"w{n}", "wanda", priority="high")
+        post_together(relay, ["w1", "w2", "w3"], "wanda", priority="high")
         assert wait_for(lambda: service.payloads(subscription), 20), service.requests
         time.sleep(1)
         payloads = service.payloads(subscription)

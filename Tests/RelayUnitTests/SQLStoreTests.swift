@@ -328,10 +328,10 @@ import Testing
             _ = try await Self.accept(store, new)
         }
         #expect(
-            try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: [], admitting: { _ in .take })
+            try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: [])
                 .isEmpty)
         let batches = try store.duePushes(
-            now: Timestamp(milliseconds: 1_600), limit: 10, skipping: [], admitting: { _ in .take })
+            now: Timestamp(milliseconds: 1_600), limit: 10, skipping: [])
         #expect(batches.count == 1)
         #expect(batches.first?.seqFrom == 1)
         #expect(batches.first?.seqTo == 3)
@@ -368,7 +368,7 @@ import Testing
                 store, try targeted("full", "phone", contentFree: false, supersedes: Array("ids".utf8)))
         }
         let batches = try store.duePushes(
-            now: Timestamp(milliseconds: 2_000_000), limit: 10, skipping: [], admitting: { _ in .take })
+            now: Timestamp(milliseconds: 2_000_000), limit: 10, skipping: [])
         #expect(batches.map(\.deviceId).sorted() == ["phone", "watch"])
         #expect(batches.allSatisfy { $0.jobIds.count == 1 && $0.messageId == "mx_1" })
         #expect(batches.first { $0.deviceId == "watch" }?.contentFree == true)
@@ -455,7 +455,7 @@ import Testing
         _ = try await Self.accept(store, new)
         let later = Timestamp(milliseconds: 2_000_000)
         func due(_ at: Timestamp) throws -> [PushBatch] {
-            try store.duePushes(now: at, limit: 10, skipping: [], admitting: { _ in .take })
+            try store.duePushes(now: at, limit: 10, skipping: [])
         }
         var batch = try #require(try due(later).first)
         try await Self.wait {
@@ -491,7 +491,7 @@ import Testing
         #expect(try Self.expectCountsMatchRows(store)[.pending] == 2)
 
         let later = Timestamp(milliseconds: 2_000_000)
-        let batches = try store.duePushes(now: later, limit: 10, skipping: [], admitting: { _ in .take })
+        let batches = try store.duePushes(now: later, limit: 10, skipping: [])
         #expect(batches.count == 2)
         for batch in batches {
             let result: PushResult = batch.deviceId == "phone" ? .delivered : .dead(error: "HTTP 500")
@@ -549,7 +549,7 @@ import Testing
         _ = try await Self.wait { store.ack(userId: "u", seq: 2, epoch: nil, now: now, completion: $0) }
         let later = Timestamp(milliseconds: 2_000_000)
         let tablet = try #require(
-            try store.duePushes(now: later, limit: 10, skipping: [], admitting: { _ in .take })
+            try store.duePushes(now: later, limit: 10, skipping: [])
                 .first { $0.deviceId == "tablet" })
         try await Self.wait { store.finish(tablet, result: .deviceGone(reason: "gone"), now: later, completion: $0) }
 

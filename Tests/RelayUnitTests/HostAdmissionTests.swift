@@ -1,0 +1,48 @@
+import RelayCore
+import RelayDelivery
+import Testing
+
+/// Which due devices a scheduler pass reads: no more per host than it has slots free, looking
+/// past a bounded number of devices of full hosts for other hosts' work.
+@Suite struct HostAdmissionTests {
+    static func admission(slots: Int) -> HostAdmission {
+        HostAdmission(slotsPerHost: slots) { transport in
+            if case .webhook(let url) = transport { url.host } else { "other" }
+        }
+    }
+
+    static func due(_ user: String, host: String) -> DueDevice {
+        DueDevice(userId: user, deviceId: "phone", target: "http://\(host)/\(user)")
+    }
+
+    @Test func eachHostGetsItsFreeSlotsAndNoMore() {
+        var admission = Self.admission(slots: 2)
+        admission.begin(inFlight: ["a.example": 1])
+        let candidates = [
+            Self.due("u1", host: "a.example"), Self.due("u2", host: "a.example"), Self.due("u3", host: "b.example"),
+            Self.due("u4", host: "b.example"), Self.due("u5", host: "b.example"),
+        ]
+        // a has one slot left (one delivery in flight), b two: u2 and u5 wait for a later pass.
+        #expect(admission.choose(candidates, limit: 10).map(\.userId) == ["u1", "u3", "u4"])
+        // A new pass starts from what is in flight then.
+        admission.begin(inFlight: [:])
+        #expect(admission.choose(candidates, limit: 2).map(\.userId) == ["u1", "u2"])
+    }
+
+    @Test func aFullHostIsLookedPastOnlySoFar() {
+        var admission = Self.admission(slots: 1)
+        admission.begin(inFlight: ["busy.example": 1])
+        let busy = (0..<HostAdmission.lookPastFull).map { Self.due("b\($0)", host: "busy.example") }
+        let later = Self.due("late", host: "idle.example")
+        #expect(admission.choose(busy + [later], limit: 10).isEmpty)
+        admission.begin(inFlight: ["busy.example": 1])
+        #expect(admission.choose(Array(busy.dropLast()) + [later], limit: 10).map(\.userId) == ["late"])
+    }
+
+    @Test func aMalformedTransportIsChosenToBeDeadLettered() {
+        var admission = Self.admission(slots: 1)
+        admission.begin(inFlight: [:])
+        let broken = DueDevice(userId: "x", deviceId: "phone", target: "not a transport")
+        #expect(admission.choose([broken], limit: 10) == [broken])
+    }
+}
