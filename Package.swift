@@ -117,8 +117,8 @@ let package = Package(
         .target(
             name: "RelayREST",
             dependencies: [
-                "RelaySettings", "RelayLive", "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayDelivery",
-                "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "RelayConsole", "RelayLocks",
+                "RelaySettings", "RelayLive", "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayTelemetry",
+                "RelayWebSocket", "WebSocketCodec", "RelayConsole", "RelayLocks",
             ],
             swiftSettings: swiftSettings),
         /// Wiring and lifecycle: the app, its services' order, secrets, the CLI's commands.

@@ -139,3 +139,24 @@ package final class LiveGateway: WebSocketLoopDelegate {
         hub.unregister(connection.id)
     }
 }
+
+extension LiveGateway: LiveSide {
+    package func acknowledged(userId: String, seq: Int64) { hub.acknowledged(userId: userId, seq: seq) }
+    package func close(userId: String, deviceId: String, reason: String) {
+        hub.close(userId: userId, deviceId: deviceId, reason: reason)
+    }
+    package func setBackground(userId: String, deviceId: String, _ background: Bool) {
+        hub.setBackground(userId: userId, deviceId: deviceId, background)
+    }
+    package func signal(
+        _ signal: Signal, senderId: String?, to userIds: [String], except sender: (userId: String, deviceId: String)?
+    ) -> Int {
+        hub.signal(signal, senderId: senderId, to: userIds, except: sender)
+    }
+    package func onlineDevices(_ userId: String) -> Set<String> { hub.onlineDevices(userId) }
+    package func devices(of userId: String) -> Set<String> { hub.devices(of: userId) }
+    package func lastOnline(_ userId: String) throws(StoreError) -> [String: Timestamp] { try hub.lastOnline(userId) }
+    package func sessionCount(userId: String) -> Int { hub.sessionCount(userId: userId) }
+    package func onlineUsers(limit: Int) -> (total: Int, first: [String]) { hub.onlineUsers(limit: limit) }
+    package var socketCount: Int { loop.connectionCount }
+}

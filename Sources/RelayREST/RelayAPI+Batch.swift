@@ -82,7 +82,7 @@ extension RelayAPI {
     func onlineSnapshot(_ recipients: [String]) -> [String: Set<String>] {
         var online: [String: Set<String>] = [:]
         for userId in recipients {
-            let devices = live.hub.onlineDevices(userId)
+            let devices = live.onlineDevices(userId)
             if !devices.isEmpty { online[userId] = devices }
         }
         return online

@@ -102,7 +102,7 @@ extension RelayAPI {
             completion: onStore(reply) { (_: Bool) in
                 // Revoked once durable: its tokens stop working, its open sockets are closed.
                 revocations.revoke(userId: userId, deviceId: deviceId, atSeconds: time.seconds)
-                live.hub.close(userId: userId, deviceId: deviceId, reason: "device deleted")
+                live.close(userId: userId, deviceId: deviceId, reason: "device deleted")
                 reply.noContent()
             })
     }

@@ -55,7 +55,7 @@ extension RelayAPI {
             completion: onStore(reply) { (outcome: AckOutcome) in
                 switch outcome {
                 case .acknowledged(let ackSeq):
-                    live.hub.acknowledged(userId: userId, seq: ackSeq)
+                    live.acknowledged(userId: userId, seq: ackSeq)
                     reply.noContent()
                 case .unchanged:
                     reply.noContent()

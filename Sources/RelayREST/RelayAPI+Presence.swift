@@ -34,9 +34,9 @@ extension RelayAPI {
 
     private func writePresence(_ userId: String, into writer: inout JSONWriter, _ reply: Reply) throws(APIError) {
         let (registered, seen) = try read(reply) { () throws(StoreError) in
-            (try store.devices(userId: userId), try live.hub.lastOnline(userId))
+            (try store.devices(userId: userId), try live.lastOnline(userId))
         }
-        let online = live.hub.onlineDevices(userId)
+        let online = live.onlineDevices(userId)
         let ids = Set(registered.map(\.deviceId)).union(seen.keys).union(online).sorted()
         writer.presence(
             userId: userId, devices: ids.map { ($0, online.contains($0), seen[$0]) }, now: now())
@@ -64,7 +64,7 @@ extension RelayAPI {
             }
             deviceId = requested ?? claims.deviceId
         }
-        if let deviceId { live.hub.setBackground(userId: userId, deviceId: deviceId, background) }
+        if let deviceId { live.setBackground(userId: userId, deviceId: deviceId, background) }
         reply.noContent()
     }
 }

@@ -21,7 +21,7 @@ extension RelayAPI {
             return (signal, recipients, senderId, senderDeviceId)
         }
         let sender = senderId.flatMap { userId in senderDeviceId.map { (userId: userId, deviceId: $0) } }
-        let sent = live.hub.signal(signal, senderId: senderId, to: recipients, except: sender)
+        let sent = live.signal(signal, senderId: senderId, to: recipients, except: sender)
         metrics.recordSignal(.sent, count: sent)
         var writer = JSONWriter()
         writer.beginObject()

@@ -1,5 +1,4 @@
 import RelayCore
-import RelayDelivery
 import RelayHTTP
 import RelayLive
 import RelayLocks
@@ -26,7 +25,7 @@ extension RelayAPI {
         }
         let time = now()
         let totals = metrics.totals
-        let online = live.hub.onlineUsers(limit: 100)
+        let online = live.onlineUsers(limit: 100)
         var writer = JSONWriter(capacity: 1024)
         writer.beginObject()
         writer.key("nodes")
@@ -36,7 +35,7 @@ extension RelayAPI {
         writer.member("startedAt", startedAt)
         writer.member("uptimeSeconds", (time.milliseconds - startedAt.milliseconds) / 1000)
         writer.member("ready", !shuttingDown.load(ordering: .relaxed))
-        writer.member("webSockets", Int64(live.loop.connectionCount))
+        writer.member("webSockets", Int64(live.socketCount))
         writer.endObject()
         writer.endArray()
         writer.member("usersOnline", Int64(online.total))
@@ -50,7 +49,7 @@ extension RelayAPI {
         writer.endObject()
         writer.key("breakers")
         writer.beginArray()
-        for (host, state) in notifier.breakerStates {
+        for (host, state) in openBreakers() {
             writer.beginObject()
             writer.member("host", host)
             switch state {

@@ -47,7 +47,7 @@ extension RelayAPI {
                 headers: refusal.upgradeRequired ? [("Sec-WebSocket-Version", "13")] : [])
         }
         let userId = claims.userId
-        guard live.hub.sessionCount(userId: userId) < config.wsMaxPerUser else {
+        guard live.sessionCount(userId: userId) < config.wsMaxPerUser else {
             throw APIError(
                 429, "too_many_connections", "this user already has \(config.wsMaxPerUser) WebSockets open",
                 headers: [("Retry-After", "5")])
@@ -69,10 +69,10 @@ extension RelayAPI {
     /// socket, or connected now). A token with `did` is not counted against it: the chat server
     /// named that device.
     private func admitNamedDevice(_ deviceId: String, of userId: String, _ reply: Reply) throws(APIError) {
-        let connected = live.hub.devices(of: userId)
+        let connected = live.devices(of: userId)
         guard !connected.contains(deviceId) else { return }
         let (registered, seen) = try read(reply) { () throws(StoreError) in
-            (try store.devices(userId: userId), try live.hub.lastOnline(userId))
+            (try store.devices(userId: userId), try live.lastOnline(userId))
         }
         let known = connected.union(registered.map(\.deviceId)).union(seen.keys)
         guard known.contains(deviceId) || known.count < config.maxDevicesPerUser else {

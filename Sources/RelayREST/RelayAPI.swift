@@ -1,7 +1,6 @@
 import Dispatch
 package import RelayCore
 import RelayCrypto
-package import RelayDelivery
 package import RelayHTTP
 package import RelayLive
 import RelayLocks
@@ -24,9 +23,9 @@ package final class RelayAPI: Sendable {
     let allowList: HostAllowList
     let now: @Sendable () -> Timestamp
     /// The WebSocket gateway and presence tracker.
-    let live: LiveGateway
-    /// The push scheduler (its breakers, for `GET /v1/stats`).
-    let notifier: PushNotifier
+    let live: any LiveSide
+    /// The push hosts whose circuit breakers are open now (`GET /v1/stats`).
+    let openBreakers: @Sendable () -> [(host: String, state: CircuitBreaker.State)]
     /// Web Push's `applicationServerKey` (base64url), when VAPID is configured.
     let vapidPublicKey: String?
     /// When this process started serving.
@@ -97,10 +96,11 @@ package final class RelayAPI: Sendable {
 
     package init(
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
-        allowList: HostAllowList, live: LiveGateway, notifier: PushNotifier, vapidPublicKey: String?,
+        allowList: HostAllowList, live: any LiveSide,
+        openBreakers: @escaping @Sendable () -> [(host: String, state: CircuitBreaker.State)], vapidPublicKey: String?,
         now: @escaping @Sendable () -> Timestamp
     ) {
-        self.notifier = notifier
+        self.openBreakers = openBreakers
         self.vapidPublicKey = vapidPublicKey
         startedAt = now()
         self.config = config

@@ -140,7 +140,8 @@ package final class RelayApp: @unchecked Sendable {
         ) { [weak notifier] in notifier?.openBreakers ?? [] }
         api = RelayAPI(
             config: config, store: store, auth: auth, metrics: metrics,
-            logger: logger, allowList: allowList, live: gateway, notifier: notifier,
+            logger: logger, allowList: allowList, live: gateway,
+            openBreakers: { [notifier] in notifier.breakerStates },
             vapidPublicKey: services.vapid?.publicKey, now: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
