@@ -149,11 +149,9 @@ package final class PushNotifier: Sendable {
         let batches: [PushBatch]
         do {
             let taken = hostsInFlight.withLock { $0 }
-            let candidates = try store.dueDevices(
-                now: time, limit: room + HostAdmission.lookPastFull, skipping: busy)
-            let chosen = admission.withLock { admission in
+            let chosen = try admission.withLock { admission in
                 admission.begin(inFlight: taken)
-                return admission.choose(candidates, limit: room)
+                return try store.dueDevices(now: time, limit: room, skipping: busy, choosing: &admission)
             }
             batches = try store.pushBatches(for: chosen, now: time)
         } catch {

@@ -52,9 +52,11 @@ package protocol RelayStore: Sendable {
 
     // MARK: Push outbox
 
-    /// Devices with due push jobs, oldest due first, leaving out those in `skipping`; at most
-    /// `limit`. (The scheduler chooses among them by host, then reads their batches.)
-    func dueDevices(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [DueDevice]
+    /// Devices with due push jobs, oldest due first, as `admission` (pure: by free slots per
+    /// host) takes them while they are read, leaving out those in `skipping`; at most `limit`.
+    func dueDevices(
+        now: Timestamp, limit: Int, skipping: Set<String>, choosing admission: inout HostAdmission
+    ) throws(StoreError) -> [DueDevice]
     /// The due jobs of each of `devices`, coalesced into one batch per device.
     func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch]
     /// Records how a delivery attempt ended.
@@ -117,9 +119,11 @@ package protocol RelayStore: Sendable {
 }
 
 extension RelayStore {
-    /// Every due device's batch, up to `limit` devices: `dueDevices` and `pushBatches` with no
-    /// choice in between (the tests' way to look at what is due).
+    /// Every due device's batch, up to `limit` devices, no host ever full (the tests' way to
+    /// look at what is due).
     package func duePushes(now: Timestamp, limit: Int, skipping: Set<String> = []) throws(StoreError) -> [PushBatch] {
-        try pushBatches(for: dueDevices(now: now, limit: limit, skipping: skipping), now: now)
+        var admission = HostAdmission.takingAll
+        return try pushBatches(
+            for: dueDevices(now: now, limit: limit, skipping: skipping, choosing: &admission), now: now)
     }
 }

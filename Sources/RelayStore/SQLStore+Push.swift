@@ -87,10 +87,13 @@ extension SQLStore {
         return !devices.isEmpty
     }
 
-    /// Devices with due jobs, oldest due first, with their stored transports: at most `limit`,
-    /// leaving out those in `skipping` (deliveries in flight). The scan stops after
-    /// `(limit + skipping.count) * 4` due jobs, so a poll costs what it delivers, not what is queued.
-    package func dueDevices(now: Timestamp, limit: Int, skipping: Set<String>) throws(StoreError) -> [DueDevice] {
+    /// Devices with due jobs, oldest due first, as `admission` takes them while they are read: at
+    /// most `limit`, leaving out those in `skipping` (deliveries in flight). The scan stops when
+    /// `admission` says so or after `(limit + skipping.count) * 4` due jobs, so a poll costs what
+    /// it delivers, not what is queued.
+    package func dueDevices(
+        now: Timestamp, limit: Int, skipping: Set<String>, choosing admission: inout HostAdmission
+    ) throws(StoreError) -> [DueDevice] {
         guard delivers else { return [] }
         return try read { db in
             var devices: [DueDevice] = []
@@ -100,7 +103,13 @@ extension SQLStore {
             try db.scan(Self.dueDevicesSQL(db.dialect), [.int(now.milliseconds)]) { row in
                 scanned += 1
                 let device = DueDevice(userId: row.text(0), deviceId: row.text(1), target: row.text(2))
-                if !skipping.contains(device.key), seen.insert(device.key).inserted { devices.append(device) }
+                if !skipping.contains(device.key), seen.insert(device.key).inserted {
+                    switch admission.consider(device) {
+                    case .take: devices.append(device)
+                    case .skip: break
+                    case .stop: return false
+                    }
+                }
                 return devices.count < limit && scanned < scanLimit
             }
             return devices

@@ -184,33 +184,8 @@ import Glibc
         #expect(try await relay.request("GET", "/v1/users/rita/messages", token: fresh).status == 200)
     }
 
-    @Test func aSocketEndsWhenItsTokenExpiresUnlessRefreshed() async throws {
-        let relay = try RelayProcess()
-        // Expired a moment ago but inside the 30 s leeway: accepted, then closed within seconds.
-        let stale = Self.signedToken(#"{"sub":"tom","did":"phone","exp":\#(Self.nowSeconds - 28)}"#)
-        let expiring = try WebSocketTestClient(port: relay.port, path: "/v1/ws?access_token=\(stale)")
-        _ = try expiring.nextJSON()
-        #expect(try expiring.waitForClose() == 1008)
-
-        // Six seconds left (time for a sanitized relay on a busy machine to take the refresh);
-        // refreshed at once, it is still open after they have passed.
-        let shortEnd = Self.nowSeconds + 6  // its exp plus the 30 s leeway
-        let short = Self.signedToken(#"{"sub":"tom","did":"phone","exp":\#(shortEnd - 30)}"#)
-        let refreshed = try WebSocketTestClient(port: relay.port, path: "/v1/ws?access_token=\(short)")
-        _ = try refreshed.nextJSON()
-        let fresh = Self.signedToken(#"{"sub":"tom","did":"phone","exp":\#(Self.nowSeconds + 600)}"#)
-        try refreshed.send(json: ["type": "refresh", "token": fresh])
-        var answer: [String: Any] = [:]
-        while answer["type"] as? String != "refreshed" { answer = try refreshed.nextJSON() }
-        while Self.nowSeconds <= shortEnd + 1 { try await Task.sleep(nanoseconds: 200_000_000) }
-        _ = try await relay.request("POST", "/v1/messages", json: ["id": "t1", "recipients": ["tom"], "payload": [:]])
-        var delivered = false
-        while !delivered { delivered = try refreshed.nextJSON()["id"] as? String == "t1" }
-
-        // A token for someone else is no refresh: the socket is closed.
-        try refreshed.send(json: ["type": "refresh", "token": try await relay.token(userId: "eve", deviceId: "phone")])
-        #expect(try refreshed.waitForClose() == 1008)
-    }
+    // (A socket's token running out: `InProcessTests.aSocketEndsWhenItsTokenExpiresUnlessRefreshed`,
+    // on a stepped clock.)
 
     // MARK: 12. libmicrohttpd's own lines
 

@@ -68,4 +68,38 @@ import Testing
         #expect(acked.status == 204)
         #expect(try await eventually { try relay.app.store.pendingPushCount() == 0 })
     }
+
+    /// A socket ends (1008) once its token and the 30 s leeway have run out, unless a fresh
+    /// token for the same user and device refreshed it first; a token for someone else is no
+    /// refresh. On a stepped clock: nothing here waits for time to pass, or races it.
+    @Test func aSocketEndsWhenItsTokenExpiresUnlessRefreshed() async throws {
+        let clock = SteppedClock()
+        let relay = try InProcessRelay(clock: clock)
+        func socket(_ device: String) async throws -> WebSocketTestClient {
+            let client = try WebSocketTestClient(
+                port: relay.port, path: "/v1/ws?access_token=\(try await token("tom", device, ttl: 60))")
+            #expect(try client.nextJSON()["type"] as? String == "welcome")
+            return client
+        }
+        func token(_ user: String, _ device: String, ttl: Int) async throws -> String {
+            let minted = try await relay.request(
+                "POST", "/v1/tokens", json: ["userId": user, "deviceId": device, "ttl": ttl])
+            return try #require(minted.object["token"] as? String)
+        }
+        let expiring = try await socket("phone")
+        let refreshed = try await socket("tablet")
+        clock.advance(milliseconds: 30_000)
+        try refreshed.send(json: ["type": "refresh", "token": try await token("tom", "tablet", ttl: 600)])
+        var answer: [String: Any] = [:]
+        while answer["type"] as? String != "refreshed" { answer = try refreshed.nextJSON() }
+
+        clock.advance(milliseconds: 61_000)  // 91 s in: past the first tokens' 60 s and the leeway
+        #expect(try expiring.waitForClose() == 1008)
+        _ = try await relay.request("POST", "/v1/messages", json: ["id": "t1", "recipients": ["tom"], "payload": [:]])
+        var delivered = false
+        while !delivered { delivered = try refreshed.nextJSON()["id"] as? String == "t1" }
+
+        try refreshed.send(json: ["type": "refresh", "token": try await token("eve", "tablet", ttl: 600)])
+        #expect(try refreshed.waitForClose() == 1008)
+    }
 }

@@ -21,8 +21,9 @@ import Testing
                 json: ["messages": [["id": "held", "recipients": ["ivy"], "payload": [:]]]])
         }
         // The batch reaches the writer and waits on the lock (SQLite: up to its 5 s busy
-        // timeout; PostgreSQL: until the lock is released) — far longer than the drain.
-        try await Task.sleep(nanoseconds: 1_500_000_000)
+        // timeout; PostgreSQL: until the lock is released) — far longer than the drain. Stopped
+        // only once its writer is seen waiting, however long the batch took to get there.
+        #expect(await eventually(within: 60) { Self.writerIsWaiting(pid: relay.process.processIdentifier) })
         kill(relay.process.processIdentifier, SIGTERM)
         let answer = try await batch.value
         try lock.release()
@@ -31,6 +32,21 @@ import Testing
         relay.process.waitUntilExit()
         #expect(relay.process.terminationReason == .exit, "\(relay.logText)")
         #expect(relay.process.terminationStatus == 0, "\(relay.logText)")
+    }
+
+    /// Whether the relay's `relay-writer` thread is blocked in the kernel on something other
+    /// than its idle wait (a futex): SQLite's busy handler sleeps, libpq polls its socket.
+    static func writerIsWaiting(pid: Int32) -> Bool {
+        let tasks = "/proc/\(pid)/task"
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
+            let comm = (try? String(contentsOfFile: "\(tasks)/\(task)/comm", encoding: .utf8)) ?? ""
+            guard comm.hasPrefix("relay-writer") else { continue }
+            // `syscall`: the number of the call it is blocked in, or "running".
+            let call = (try? String(contentsOfFile: "\(tasks)/\(task)/syscall", encoding: .utf8)) ?? ""
+            guard let number = Int(call.split(separator: " ").first ?? "") else { return false }
+            return number != 202  // futex: idle, waiting for work
+        }
+        return false
     }
 }
 

@@ -1,12 +1,12 @@
-package import RelayCore
-
 /// Which due devices a scheduler pass reads, by receiver host: no more per host than that host
 /// has delivery slots free, so a pass never reads batches it would only put back (one busy host
 /// with a deep queue would otherwise be re-read in full on every pass).
 ///
-/// Kept across passes for its cache of parsed transports (parsing one costs more than the row
-/// it came with, and the same ones come back push after push).
-package struct HostAdmission {
+/// Pure: the store asks it of each due device as it reads them (`RelayStore.dueDevices`), so
+/// that the scan stops as soon as the pass has what it can send. Kept across passes for its
+/// cache of parsed transports (parsing one costs more than the row it came with, and the same
+/// ones come back push after push).
+package struct HostAdmission: Sendable {
     /// A device's push transport, parsed, with the `host:port` its slots and breaker are kept per.
     package struct Target {
         package let transport: PushTransport
@@ -38,28 +38,31 @@ package struct HostAdmission {
         if targets.count > 100_000 { targets.removeAll() }
     }
 
-    /// The due devices (in due order) whose batches are worth reading now: at most `limit`, no
-    /// more per host than it has slots free, looking past at most `lookPastFull` devices of full
-    /// hosts. Each one chosen counts against its host. (A malformed transport is chosen, so that
-    /// its jobs are dead-lettered.)
-    package mutating func choose(_ candidates: [DueDevice], limit: Int) -> [DueDevice] {
-        var chosen: [DueDevice] = []
-        for candidate in candidates {
-            guard chosen.count < limit else { break }
-            guard let host = target(candidate.target)?.host else {
-                chosen.append(candidate)
-                continue
-            }
-            let left = free[host] ?? (slotsPerHost - inFlight[host, default: 0])
-            guard left > 0 else {
-                turnedDown += 1
-                if turnedDown < Self.lookPastFull { continue } else { break }
-            }
-            free[host] = left - 1
-            chosen.append(candidate)
-        }
-        return chosen
+    /// What a pass does with a due device.
+    package enum Choice: Sendable, Equatable {
+        /// Read its batch (counted against its host).
+        case take
+        /// Leave it for a later pass: its host has no slot free.
+        case skip
+        /// Read no further: `lookPastFull` devices of full hosts were looked past already.
+        case stop
     }
+
+    /// Whether the device's batch is worth reading now; counts it against its host if so. (A
+    /// malformed transport is taken, so that its jobs are dead-lettered.)
+    package mutating func consider(_ device: DueDevice) -> Choice {
+        guard let host = target(device.target)?.host else { return .take }
+        let left = free[host] ?? (slotsPerHost - inFlight[host, default: 0])
+        guard left > 0 else {
+            turnedDown += 1
+            return turnedDown < Self.lookPastFull ? .skip : .stop
+        }
+        free[host] = left - 1
+        return .take
+    }
+
+    /// Takes every device (no host is ever full): for reading everything that is due.
+    package static var takingAll: HostAdmission { HostAdmission(slotsPerHost: .max) { _ in "" } }
 
     /// The stored transport parsed, or nil when it is malformed.
     package mutating func target(_ stored: String) -> Target? {
