@@ -101,6 +101,15 @@ import Testing
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
+    /// `openapi.yaml`'s `info.version` is the version the binary reports (`pushrelay --version`).
+    @Test func theContractCarriesTheBinarysVersion() throws {
+        let spec = try String(contentsOf: Self.repositoryRoot.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        let info = spec.split(separator: "\n").drop { $0 != "info:" }.dropFirst().prefix { $0.hasPrefix(" ") }
+        let versions = info.filter { $0.hasPrefix("  version:") }
+            .map { $0.dropFirst("  version:".count).trimmingCharacters(in: .whitespaces) }
+        #expect(versions == [RelayConfig.version], "openapi.yaml info.version \(versions)")
+    }
+
     /// `deploy/config.example.json` lists every setting, and docs/CONFIGURATION.md's tables give each
     /// one's key, variable and flag in a row of its own.
     @Test func theExampleConfigAndTheConfigurationDocListEverySetting() throws {
