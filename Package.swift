@@ -76,7 +76,7 @@ let package = Package(
         /// A SQLite VFS that hands a commit's write-ahead-log writes to the kernel in one call.
         .target(name: "CWALBuffer", dependencies: ["CSQLite"]),
         .target(
-            name: "RelayStore", dependencies: ["RelayCore", "CSQLite", "CWALBuffer", "CPostgres", "RelayLocks"],
+            name: "RelayStore", dependencies: ["RelayCore", "RelayCrypto", "CSQLite", "CWALBuffer", "CPostgres", "RelayLocks"],
             swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// Logging (logfmt) and metrics (Prometheus text), shared by the layers above.

@@ -132,9 +132,7 @@ package enum Command {
             }
             try SQLStore.backup(path: config.db, to: copy)
             // The copy gets new epochs: clients resync after a restore instead of resuming wrongly.
-            let epochs = EpochKeyHolder()
-            epochs.set(Hex.string(Crypto.randomBytes(16)))
-            try SQLStore.renewEpochs(path: copy, epochKey: epochs.key, epochFor: epochs.epoch(for:))
+            try SQLStore.renewEpochs(path: copy)
             print("backed up \(config.db) to \(copy)")
             return 0
         case "ws-echo":
@@ -152,7 +150,7 @@ package enum Command {
     /// Opens (creating and migrating) the configured database, with a message that names it.
     private static func openStore(_ config: RelayConfig) throws -> SQLStore {
         do {
-            return try SQLStore(database: config.db, epochFor: { _ in "" })
+            return try SQLStore(database: config.db)
         } catch {
             throw StartupError(description: "cannot open the database \(config.dbForDisplay): \(error)")
         }

@@ -46,17 +46,15 @@ package final class RelayApp: @unchecked Sendable {
         self.logger = logger
         self.clock = clock
         let metrics = Metrics()
-        let epochKey = EpochKeyHolder()
         let commits = CommitSignal()
         store = try SQLStore(
-            database: config.db, epochFor: { epochKey.epoch(for: $0) }, nodeLeaseMs: config.nodeLeaseMs,
+            database: config.db, nodeLeaseMs: config.nodeLeaseMs,
             onBatch: { batch in
                 metrics.recordBatch(size: batch.writes)
                 commits.fire(batch.effect)
             },
             onFailure: { write, error in logger.error("store write failed", ("write", write), ("error", "\(error)")) })
         let secrets = try Secrets.resolve(config: config, store: store)
-        epochKey.set(secrets.epochKey)
         let tokenKey = Array(secrets.clientTokenSecret.utf8)
         let tokens = ClientTokenCodec(hmac: { Crypto.hmacSHA256(key: tokenKey, message: $0) })
         let allowList = config.pushAllowedHosts

@@ -1,6 +1,5 @@
 import RelayCore
 import RelayCrypto
-import RelayLocks
 import RelaySettings
 import RelayStore
 
@@ -10,8 +9,6 @@ struct Secrets {
     var serverKeys: [String]
     var clientTokenSecret: String
     var webhookSecret: WebhookSecret
-    /// Derives each inbox's epoch; per database, so a new database means new epochs.
-    var epochKey: String
 
     static func resolve(config: RelayConfig, store: any RelayStore) throws -> Secrets {
         let serverKeys =
@@ -27,10 +24,7 @@ struct Secrets {
         guard let webhookSecret = WebhookSecret(webhookText) else {
             throw ConfigLoader.Error(description: "the stored webhook secret is malformed")
         }
-        let epochKey = try store.secret(named: "epoch_key") { Hex.string(Crypto.randomBytes(16)) }
-        return Secrets(
-            serverKeys: serverKeys, clientTokenSecret: clientTokenSecret, webhookSecret: webhookSecret,
-            epochKey: epochKey)
+        return Secrets(serverKeys: serverKeys, clientTokenSecret: clientTokenSecret, webhookSecret: webhookSecret)
     }
 
     /// The secrets a relay with this configuration would use, read without generating or
@@ -44,21 +38,5 @@ struct Secrets {
             config.clientTokenSecret ?? stored["client_token_secret"],
             config.webhookSecret ?? stored["webhook_secret"]
         )
-    }
-}
-
-/// Holds the epoch key, which is read from the store after the store (which needs the epoch
-/// function) is open.
-final class EpochKeyHolder: Sendable {
-    private let keyValue = LockedValue<String>("")
-
-    func set(_ value: String) { keyValue.withLock { $0 = value } }
-
-    var key: String { keyValue.withLock { $0 } }
-
-    /// 16 hex characters, stable for a user within one database.
-    func epoch(for userId: String) -> String {
-        let secret = key
-        return String(Hex.string(Crypto.sha256(Array((secret + ":" + userId).utf8))).prefix(16))
     }
 }

@@ -12,8 +12,7 @@ package final class SQLStore: RelayStore {
     /// beat four with small ones: 24k against 11k messages/s on the same box (`BENCHMARKS.md`).
     let writer: StoreWriter
     private let readers: ReaderPool
-    /// The epoch a user's inbox gets when it is created; derived, so that a read of an inbox
-    /// that does not exist yet already names the epoch it will have.
+    /// The epoch a user's inbox gets when it is created (`InboxEpochs`, keyed by this database).
     private let epochFor: @Sendable (String) -> String
     /// Told about writes nobody waits for (fire-and-forget) that failed, so none is lost silently.
     private let onFailure: @Sendable (_ write: String, _ error: StoreError) -> Void
@@ -28,20 +27,21 @@ package final class SQLStore: RelayStore {
     /// Opens (creating and migrating) the database `database` names: a `postgresql://` URI, else
     /// the path of a SQLite file.
     /// - Parameters:
-    ///   - epochFor: the epoch of a new inbox for a user id.
     ///   - onBatch: called after each committed transaction.
     ///   - onFailure: called with the name of a fire-and-forget write that failed, and why.
     ///   - nodeLeaseMs: on PostgreSQL, how long a node that stopped running still counts (here:
     ///     keeps the delivery lease, `HeldLease`).
     package convenience init(
-        database: String, epochFor: @escaping @Sendable (String) -> String, nodeLeaseMs: Int64 = 15_000,
+        database: String, nodeLeaseMs: Int64 = 15_000,
         onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
         guard Self.isPostgres(database) else {
-            try self.init(path: database, epochFor: epochFor, onBatch: onBatch, onFailure: onFailure)
+            try self.init(path: database, onBatch: onBatch, onFailure: onFailure)
             return
         }
+        let epochs = LockedValue(InboxEpochs(key: ""))
+        let epochFor: @Sendable (String) -> String = { epochs.withLock { $0 }.epoch(for: $0) }
         let nodeId = RandomID.make(bytes: 8)
         // A node that stops running in the middle of a transaction (stopped, hung, paused) would
         // hold its row locks — every other node's writes to those inboxes — for as long: the
@@ -64,11 +64,12 @@ package final class SQLStore: RelayStore {
             readers: ReaderPool { try PostgresConnection(uri: database, setup: setup) },
             cluster: PostgresCluster(uri: database, nodeId: nodeId, leaseMilliseconds: nodeLeaseMs), epochFor: epochFor,
             onFailure: onFailure)
+        try loadEpochKey(into: epochs)
     }
 
     /// Opens (creating and migrating) the SQLite database at `path`.
     package convenience init(
-        path: String, epochFor: @escaping @Sendable (String) -> String,
+        path: String,
         onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
@@ -86,13 +87,22 @@ package final class SQLStore: RelayStore {
         } catch {
             throw .from(error)
         }
+        let epochs = LockedValue(InboxEpochs(key: ""))
         self.init(
             writer: StoreWriter(connection: connection, onBatch: onBatch),
             readers: ReaderPool {
                 let reader = try SQLiteConnection(path: path, readOnly: true)
                 try reader.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
                 return reader
-            }, cluster: nil, epochFor: epochFor, onFailure: onFailure)
+            }, cluster: nil, epochFor: { epochs.withLock { $0 }.epoch(for: $0) }, onFailure: onFailure)
+        try loadEpochKey(into: epochs)
+    }
+
+    /// Reads the database's epoch key (the first node to open it makes it). Nothing is accepted
+    /// before it is in place: the stores' initializers end here.
+    private func loadEpochKey(into epochs: LockedValue<InboxEpochs>) throws(StoreError) {
+        let key = try secret(named: "epoch_key") { InboxEpochs.newKey() }
+        epochs.withLock { $0 = InboxEpochs(key: key) }
     }
 
     private init(

@@ -42,9 +42,8 @@ extension SQLStore {
     /// so that inboxes created later get new epochs too). Done to a backup copy: once it is
     /// restored, every client's cursor names an old epoch and it resyncs (`complete: false`)
     /// instead of resuming from seqs the restored relay will hand out again.
-    package static func renewEpochs(
-        path: String, epochKey: String, epochFor: (String) -> String
-    ) throws(StoreError) {
+    package static func renewEpochs(path: String) throws(StoreError) {
+        let epochs = InboxEpochs(key: InboxEpochs.newKey())
         do {
             let connection = try SQLiteConnection(path: path)
             try connection.execute("BEGIN IMMEDIATE")
@@ -53,11 +52,11 @@ extension SQLStore {
                 try connection.query("SELECT user_id FROM inboxes") { users.append($0.text(0)) }
                 for user in users {
                     try connection.run(
-                        "UPDATE inboxes SET epoch = ? WHERE user_id = ?", [.text(epochFor(user)), .text(user)])
+                        "UPDATE inboxes SET epoch = ? WHERE user_id = ?", [.text(epochs.epoch(for: user)), .text(user)])
                 }
                 try connection.run(
                     "INSERT INTO meta(key, value) VALUES ('epoch_key', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    [.text(epochKey)])
+                    [.text(epochs.key)])
                 try connection.execute("COMMIT")
             } catch {
                 _ = try? connection.execute("ROLLBACK")

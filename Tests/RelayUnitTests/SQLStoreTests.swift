@@ -25,7 +25,7 @@ import Testing
     }
 
     func open() throws -> SQLStore {
-        try Self.delivering(SQLStore(database: path, epochFor: { "epoch-\($0)" }))
+        try Self.delivering(SQLStore(database: path))
     }
 
     func message(_ id: String, _ recipients: [String], text: String = "x") throws -> NewMessage {
@@ -49,8 +49,9 @@ import Testing
     @Test func commitsTellWhomTheyConcern() async throws {
         let batches = Batches()
         let store = try Self.delivering(
-            SQLStore(database: path, epochFor: { "epoch-\($0)" }, onBatch: { batches.append($0) }))
+            SQLStore(database: path, onBatch: { batches.append($0) }))
         defer { store.close() }
+        batches.removeAll()  // opening wrote the database's epoch key
         let policy = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
         var new = try message("m1", ["u"])
         new.delivery = policy
@@ -75,6 +76,7 @@ import Testing
         private let batches = LockedValue<[CommittedBatch]>([])
         func append(_ batch: CommittedBatch) { batches.withLock { $0.append(batch) } }
         var all: [CommittedBatch] { batches.withLock { $0 } }
+        func removeAll() { batches.withLock { $0.removeAll() } }
     }
 
     @Test func concurrentAcceptsGetGaplessSeqs() async throws {
@@ -206,7 +208,8 @@ import Testing
         let store = try open()
         defer { store.close() }
         for n in 1...10 { _ = try await Self.accept(store, try message("m\(n)", ["u"])) }
-        let page = try store.catchUp(userId: "u", after: 3, epoch: "epoch-u", limit: 4, maxBytes: 1 << 20)
+        let epoch = try store.inboxHead(userId: "u").epoch
+        let page = try store.catchUp(userId: "u", after: 3, epoch: epoch, limit: 4, maxBytes: 1 << 20)
         #expect(page.messages.map(\.seq) == [4, 5, 6, 7])
         #expect(page.hasMore)
         let small = try store.catchUp(userId: "u", after: 0, epoch: nil, limit: 100, maxBytes: 20)
