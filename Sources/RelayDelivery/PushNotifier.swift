@@ -349,23 +349,23 @@ package final class PushNotifier: Sendable {
             let seconds = Double(finishedAt.milliseconds - started.milliseconds) / 1000
             switch result {
             case .postponed:
-                metrics.recordPush(outcome: "postponed", seconds: nil)
+                metrics.recordPush(.postponed, seconds: nil)
             case .delivered:
-                metrics.recordPush(outcome: "delivered", seconds: seconds)
+                metrics.recordPush(.delivered, seconds: seconds)
                 events.emit(.push(type: .pushDelivered, batch, error: nil, at: finishedAt))
             case .retry(let error, _):
-                metrics.recordPush(outcome: "retried", seconds: seconds)
+                metrics.recordPush(.retried, seconds: seconds)
                 logger.info("push will be retried", ("error", error), ("attempt", String(batch.attempts + 1)))
             case .requeued(let reason, _):
                 // Not an attempt that failed: the provider never processed it.
-                metrics.recordPush(outcome: "requeued", seconds: nil)
+                metrics.recordPush(.requeued, seconds: nil)
                 logger.info("push requeued", ("error", reason))
             case .dead(let error):
-                metrics.recordPush(outcome: "dead", seconds: seconds)
+                metrics.recordPush(.dead, seconds: seconds)
                 logger.warning("push dead-lettered", ("error", error))
                 events.emit(.push(type: .pushFailed, batch, error: error, at: finishedAt))
             case .deviceGone(let reason):
-                metrics.recordPush(outcome: "device_gone", seconds: seconds)
+                metrics.recordPush(.deviceGone, seconds: seconds)
                 events.emit(.push(type: .deviceDisabled, batch, error: reason, at: finishedAt))
             }
         }

@@ -67,9 +67,9 @@ extension RelayAPI {
         writer.beginObject()
         writer.member("messagesAccepted", Int64(clamping: totals.messagesAccepted))
         writer.member("inboxEntriesWritten", Int64(clamping: totals.recipientsAccepted))
-        for (name, outcome) in [
-            ("pushesDelivered", "delivered"), ("pushesRetried", "retried"), ("pushesDead", "dead"),
-            ("pushesDeviceGone", "device_gone"),
+        for (name, outcome): (String, Metrics.PushOutcome) in [
+            ("pushesDelivered", .delivered), ("pushesRetried", .retried), ("pushesDead", .dead),
+            ("pushesDeviceGone", .deviceGone),
         ] {
             writer.member(name, Int64(clamping: totals.pushes[outcome, default: 0]))
         }

@@ -33,7 +33,7 @@ package final class Metrics: Sendable {
         var recipientsAccepted: UInt64 = 0
         var batchSizes = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
         var events: [String: UInt64] = [:]
-        var pushes: [String: UInt64] = [:]
+        var pushes: [PushOutcome: UInt64] = [:]
         var signals: [SignalOutcome: UInt64] = [:]
         var matrixNotifies: UInt64 = 0
         var matrixRejected: UInt64 = 0
@@ -66,8 +66,24 @@ package final class Metrics: Sendable {
         }
     }
 
+    /// What became of a push attempt (`pushrelay_push_attempts_total{outcome}`).
+    package enum PushOutcome: String, CaseIterable, Sendable {
+        case delivered
+        /// Failed; tried again after the backoff.
+        case retried
+        /// Dead-lettered: the TTL or the attempts ran out, or the answer was final.
+        case dead
+        /// The service said the device is gone: it is disabled.
+        case deviceGone = "device_gone"
+        /// Not attempted: the host's breaker refused it.
+        case postponed
+        /// Sent but never processed by the service (GOAWAY, `REFUSED_STREAM`): sent again, no
+        /// attempt counted.
+        case requeued
+    }
+
     /// Counts a push attempt's outcome; `seconds` (the attempt's duration) when one was made.
-    package func recordPush(outcome: String, seconds: Double?) {
+    package func recordPush(_ outcome: PushOutcome, seconds: Double?) {
         state.withLock { state in
             state.pushes[outcome, default: 0] += 1
             if let seconds { state.pushLatency.observe(seconds) }
@@ -94,8 +110,7 @@ package final class Metrics: Sendable {
     package struct Totals: Sendable {
         package var messagesAccepted: UInt64
         package var recipientsAccepted: UInt64
-        /// Push attempts by outcome (`delivered`, `retried`, `dead`, `device_gone`, `postponed`, `requeued`).
-        package var pushes: [String: UInt64]
+        package var pushes: [PushOutcome: UInt64]
         package var signals: [SignalOutcome: UInt64]
     }
 
@@ -167,9 +182,9 @@ package final class Metrics: Sendable {
         out += Self.render(snapshot.batchSizes, name: "pushrelay_store_commit_batch_size", labels: "")
         Self.family(
             &out, "pushrelay_push_attempts_total", "counter",
-            "Push deliveries by outcome (delivered, retried, dead, device_gone).")
-        for (outcome, count) in snapshot.pushes.sorted(by: { $0.key < $1.key }) {
-            out += "pushrelay_push_attempts_total{outcome=\"\(outcome)\"} \(count)\n"
+            "Push deliveries by outcome (delivered, retried, dead, device_gone, postponed, requeued).")
+        for (outcome, count) in snapshot.pushes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            out += "pushrelay_push_attempts_total{outcome=\"\(outcome.rawValue)\"} \(count)\n"
         }
         Self.family(&out, "pushrelay_push_duration_seconds", "histogram", "Time of one push delivery attempt.")
         out += Self.render(snapshot.pushLatency, name: "pushrelay_push_duration_seconds", labels: "")
