@@ -74,8 +74,8 @@ $(SYNAPSE_VENV)/.installed: Makefile
 ## test: build and run every test (unit and end-to-end against the real binary, python peers
 ## for the WebSocket and the push webhooks, a short fuzz run, the sanitizers). The sanitizer
 ## stages (their builds, then the whole Swift suite under each) run beside the end-to-end tests,
-## which mostly wait on sockets, timers and servers: that keeps `make test` under 20 minutes on
-## 2 cores, and the tests run on a busy machine every time, as they must pass there.
+## which mostly wait on sockets, timers and servers (the README says how long it takes), and the
+## tests run on a busy machine every time, as they must pass there.
 test: test-deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
 	python3 Tests/Docs/links.py

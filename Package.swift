@@ -17,8 +17,9 @@ let package = Package(
     platforms: [.macOS(.v12), .iOS(.v15)],
     products: [
         .executable(name: "pushrelay", targets: ["pushrelay"]),
-        /// The client SDK for apps: `.product(name: "RelayClient", package: "PushRelay")`. It
-        /// builds from `RelayClient` and `WebSocketCodec` alone (no C library, no Debian package).
+        /// The client SDK for apps: `.product(name: "RelayClient", package: "pushrelay")`. It
+        /// builds from `RelayClient`, `WebSocketCodec` and `RelayLocks` alone (no C library, no
+        /// Debian package).
         .library(name: "RelayClient", targets: ["RelayClient"]),
     ],
     targets: [

@@ -13,7 +13,7 @@ then register devices with `"pushUrl": "http://127.0.0.1:9000/<your-token-or-id>
 `127.0.0.1:9000` in PUSHRELAY_PUSH_ALLOWED_HOSTS). It checks the Standard Webhooks signature
 (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`), refuses
 stale timestamps and replayed ids, and prints one JSON line per verified push on stdout where
-`send_to_apns_or_fcm` is called. Its answers follow the relay's rules: 2xx delivered; 410 the
+`send_to_apns_or_fcm` is called. Its answers follow the relay's rules: 2xx delivered; 404/410 the
 device is gone (the relay disables it); 5xx/429 retry later; other 4xx give up.
 """
 import argparse

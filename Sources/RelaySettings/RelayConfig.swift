@@ -106,7 +106,8 @@ package struct RelayConfig: Sendable, Equatable {
     package var maxDevicesPerUser = 100
     /// Frames per second a client may send on its WebSocket (burst 3×) before it is closed with 1008.
     package var wsFramesPerS = 50
-    /// How often retention pruning runs, in seconds.
+    /// Seconds from a write to the retention pruning pass it calls for (then one at the next
+    /// expiry, never more often).
     package var pruneIntervalS: Int64 = 60
 
     // Push services: each is available once its credentials are set (devices naming one that is
