@@ -489,6 +489,7 @@ def kill_one_node(binary):
         assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
         return f"{len(acknowledged)} acknowledged, {len(ids)} stored once each, socket on A had {last}, rest resumed on B"
     finally:
+        stop.set()  # a failed assertion must not leave the posters running
         a.stop()
         b.stop()
 
@@ -552,6 +553,7 @@ def database_outage(binary):
         assert not missing, f"acknowledged but lost: {sorted(missing)[:5]}"
         return f"{len(refused)} writes refused with 503 during the outage, {len(acknowledged)} acknowledged, all stored"
     finally:
+        stop.set()  # a failed assertion must not leave the posters running
         a.stop()
         b.stop()
 
