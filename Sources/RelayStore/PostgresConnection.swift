@@ -73,12 +73,19 @@ package final class PostgresConnection: SQLConnection {
     deinit { PQfinish(handle) }
 
     /// The connection is gone (server restarted, network lost); `reconnect` may bring it back.
-    package var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
+    package var isBroken: Bool { lost || PQstatus(handle) != CONNECTION_OK }
+
+    /// A statement failed on the connection itself. libpq keeps `PQstatus` at OK after the
+    /// statement that finds the server gone ("server closed the connection unexpectedly") until
+    /// the next call: a read failing so was not retried afresh, and its connection went back to
+    /// the pool.
+    private var lost = false
 
     /// Reopens a broken connection with the same parameters.
     func reconnect() throws(PostgresError) {
         guard isBroken else { return }
         PQreset(handle)
+        lost = false
         prepared.removeAll()  // they lived in the old session
         guard !isBroken else { throw PostgresError(sqlState: "", message: lastErrorMessage, sql: nil) }
         if let setup { try exec(setup) }
@@ -356,6 +363,9 @@ package final class PostgresConnection: SQLConnection {
         default:
             let state = Self.text(PQresultErrorField(result, Int32(UInt8(ascii: "C"))))
             let message = result.map { Self.text(PQresultErrorMessage($0)) } ?? lastErrorMessage
+            // No SQLSTATE on a failed statement: libpq's own report of a lost server (not a
+            // pipeline's PGRES_PIPELINE_ABORTED, which follows another statement's error).
+            if state.isEmpty, result == nil || PQresultStatus(result) == PGRES_FATAL_ERROR { lost = true }
             throw PostgresError(sqlState: state, message: message, sql: sql)
         }
     }
