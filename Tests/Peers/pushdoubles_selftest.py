@@ -350,9 +350,15 @@ def apns_alpn_and_concurrency():
         for token in ("d1", "d2", "d3"):
             double.script(token, [("delay", 0.5, 200)])
             greedy.request(token, jwt=jwt)
-        greedy.pump(lambda: greedy.goaway is not None)
-        assert greedy.goaway and greedy.goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR, greedy.goaway
-        assert any("protocol error" in v for v in double.violations), double.violations
+        # The double answers with GOAWAY and closes at once, with the client's data unread: its
+        # RST may reach a client that reads late (a busy machine) before the GOAWAY is read, and
+        # discard it. Then the double's own record is the evidence.
+        greedy.pump(lambda: greedy.goaway is not None, 15)
+        assert wait_for(lambda: any("protocol error" in v for v in double.violations)), double.violations
+        if greedy.goaway is None:
+            assert greedy.closed, "neither a GOAWAY nor a close after a stream above the limit"
+        else:
+            assert greedy.goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR, greedy.goaway
         polite = H2Client(double.port)
         polite.pump(lambda: polite.conn.remote_settings.max_concurrent_streams == 2)
         for token in ("e1", "e2"):
