@@ -519,26 +519,32 @@ def database_outage(binary):
             time.sleep(0.01)
 
     try:
+        def outage():
+            threads = [threading.Thread(target=poster, args=(w,)) for w in range(3)]
+            for thread in threads:
+                thread.start()
+            time.sleep(0.5)
+            subprocess.run([PG_SH, "pause", directory], check=True)
+            time.sleep(1.0)
+            assert a.http("GET", "/readyz")[0] == 503
+            with lock:
+                during = len(refused)
+            subprocess.run([PG_SH, "resume", directory], check=True)
+            assert wait_for(lambda: a.http("GET", "/readyz")[0] == 200 and b.http("GET", "/readyz")[0] == 200, 15)
+            with lock:
+                before = len(acknowledged)
+            assert wait_for(lambda: len(acknowledged) > before + 20, 15), "writes did not resume"
+            stop.set()
+            for thread in threads:
+                thread.join()
+            return during
+
         async def run():
             async with websockets.connect(ws_url(a, "frank", after=0)) as ws:
                 await synced(ws)
-                threads = [threading.Thread(target=poster, args=(w,)) for w in range(3)]
-                for thread in threads:
-                    thread.start()
-                time.sleep(0.5)
-                subprocess.run([PG_SH, "pause", directory], check=True)
-                time.sleep(1.0)
-                assert a.http("GET", "/readyz")[0] == 503
-                with lock:
-                    during = len(refused)
-                subprocess.run([PG_SH, "resume", directory], check=True)
-                assert wait_for(lambda: a.http("GET", "/readyz")[0] == 200 and b.http("GET", "/readyz")[0] == 200, 15)
-                with lock:
-                    before = len(acknowledged)
-                assert wait_for(lambda: len(acknowledged) > before + 20, 15), "writes did not resume"
-                stop.set()
-                for thread in threads:
-                    thread.join()
+                # In a thread: the event loop must go on answering the socket's pings meanwhile
+                # (the restart's WAL replay may take long on a busy machine).
+                during = await asyncio.to_thread(outage)
                 # The socket on A stayed open and gets everything (its own node's and B's).
                 _, ids = seqs_of(a, "frank")
                 got = await frames_until(ws, len(ids), 15)
@@ -576,20 +582,23 @@ def live_reads_during_outage(binary):
 
     threads = [threading.Thread(target=poster, args=(w,)) for w in range(6)]
     try:
+        def outage():
+            for thread in threads:
+                thread.start()
+            time.sleep(0.5)
+            subprocess.run([PG_SH, "pause", directory], check=True)
+            time.sleep(1.5)
+            subprocess.run([PG_SH, "resume", directory], check=True)
+            assert wait_for(lambda: a.http("GET", "/readyz")[0] == 200, 15)
+            time.sleep(1.0)
+            stop.set()
+            for thread in threads:
+                thread.join()
+
         async def run():
             async with websockets.connect(ws_url(a, "ivy", after=0)) as ws:
                 await synced(ws)
-                for thread in threads:
-                    thread.start()
-                time.sleep(0.5)
-                subprocess.run([PG_SH, "pause", directory], check=True)
-                time.sleep(1.5)
-                subprocess.run([PG_SH, "resume", directory], check=True)
-                assert wait_for(lambda: a.http("GET", "/readyz")[0] == 200, 15)
-                time.sleep(1.0)
-                stop.set()
-                for thread in threads:
-                    thread.join()
+                await asyncio.to_thread(outage)  # the event loop answers the socket's pings meanwhile
                 _, ids = seqs_of(b, "ivy")
                 got = await frames_until(ws, len(ids), 15)
                 assert [f["id"] for f in got] == ids, (len(got), len(ids))
