@@ -116,6 +116,31 @@ extension SQLStore {
         }
     }
 
+    /// A due job of one device, with what its push is made of (the device, the message, the
+    /// unread count).
+    enum DueJobColumn: Int32, SQLColumns {
+        case id, webhookId, kind, messageId, seq, collapseKey, attempts, expiresAt
+        case transport, contentFree, priority, push, unread, badge
+
+        var expression: String {
+            switch self {
+            case .transport, .contentFree: "d.\(column)"
+            case .priority, .push: "m.\(column)"
+            case .unread: "i.head_seq - i.ack_seq"
+            default: "j.\(column)"
+            }
+        }
+    }
+
+    static let dueJobsSQL = """
+        SELECT \(DueJobColumn.list)
+        FROM push_jobs j
+        JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
+        LEFT JOIN messages m ON m.id = j.message_id
+        LEFT JOIN inboxes i ON i.user_id = j.user_id
+        WHERE j.user_id = ? AND j.device_id = ? AND j.state = \(JobState.pending.sql) AND j.due_at <= ?
+        """
+
     /// Every due job of each of `devices`, coalesced into one batch per device (a window's jobs
     /// share their due time, `DeliveryPolicy.dueAt`, so a push covers its whole window; jobs still
     /// waiting for an ack are not due yet and stay out).
@@ -127,25 +152,17 @@ extension SQLStore {
                 let (userId, deviceId) = (due.userId, due.deviceId)
                 var jobs: [DueJob] = []
                 var device: (target: String, contentFree: Bool, unread: Int64)?
-                try db.query(
-                    """
-                    SELECT j.id, j.webhook_id, j.kind, j.message_id, j.seq, j.collapse_key, j.attempts, j.expires_at,
-                        d.transport, d.content_free, m.priority, m.push, i.head_seq - i.ack_seq, j.badge
-                    FROM push_jobs j
-                    JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
-                    LEFT JOIN messages m ON m.id = j.message_id
-                    LEFT JOIN inboxes i ON i.user_id = j.user_id
-                    WHERE j.user_id = ? AND j.device_id = ? AND j.state = \(JobState.pending.sql) AND j.due_at <= ?
-                    """, [.text(userId), .text(deviceId), .int(now.milliseconds)]
-                ) { row in
-                    if device == nil { device = (row.text(8), row.int64(9) != 0, row.int64(12)) }
+                try db.query(Self.dueJobsSQL, [.text(userId), .text(deviceId), .int(now.milliseconds)]) { raw in
+                    let row = raw.named(DueJobColumn.self)
+                    if device == nil { device = (row.text(.transport), row.bool(.contentFree), row.int64(.unread)) }
                     jobs.append(
                         DueJob(
-                            id: row.int64(0), webhookId: row.text(1), kind: PushKind(rawValue: row.text(2)) ?? .message,
-                            messageId: row.optionalText(3), seq: row.int64(4), collapseKey: row.optionalText(5),
-                            attempts: Int(row.int64(6)), expiresAt: Timestamp(milliseconds: row.int64(7)),
-                            priority: row.optionalText(10).flatMap(Priority.init) ?? .normal,
-                            push: row.isNull(11) ? nil : row.bytes(11), badge: row.optionalInt64(13)))
+                            id: row.int64(.id), webhookId: row.text(.webhookId),
+                            kind: PushKind(rawValue: row.text(.kind)) ?? .message, messageId: row.optionalText(.messageId),
+                            seq: row.int64(.seq), collapseKey: row.optionalText(.collapseKey),
+                            attempts: Int(row.int64(.attempts)), expiresAt: row.timestamp(.expiresAt),
+                            priority: row.optionalText(.priority).flatMap(Priority.init) ?? .normal,
+                            push: row.optionalBytes(.push), badge: row.optionalInt64(.badge)))
                 }
                 guard let device,
                     let batch = PushBatch.coalescing(
@@ -396,15 +413,19 @@ package enum RetryOutcome: Sendable {
 }
 
 extension SQLStore {
-    static let deliveryColumns =
-        "id, message_id, user_id, device_id, kind, state, attempts, last_error, updated_at FROM push_jobs"
+    enum DeliveryColumn: Int32, SQLColumns {
+        case id, messageId, userId, deviceId, kind, state, attempts, lastError, updatedAt
+    }
 
-    static func deliveryRecord(_ row: any SQLRow) -> DeliveryRecord {
-        DeliveryRecord(
-            id: row.int64(0), messageId: row.optionalText(1), userId: row.text(2), deviceId: row.text(3),
-            kind: PushKind(rawValue: row.text(4)) ?? .message, state: JobState(rawValue: row.text(5)) ?? .pending,
-            attempts: row.int64(6), lastError: row.optionalText(7),
-            updatedAt: Timestamp(milliseconds: row.int64(8)))
+    static let deliveryColumns = "\(DeliveryColumn.list) FROM push_jobs"
+
+    static func deliveryRecord(_ raw: any SQLRow) -> DeliveryRecord {
+        let row = raw.named(DeliveryColumn.self)
+        return DeliveryRecord(
+            id: row.int64(.id), messageId: row.optionalText(.messageId), userId: row.text(.userId),
+            deviceId: row.text(.deviceId), kind: PushKind(rawValue: row.text(.kind)) ?? .message,
+            state: JobState(rawValue: row.text(.state)) ?? .pending, attempts: row.int64(.attempts),
+            lastError: row.optionalText(.lastError), updatedAt: row.timestamp(.updatedAt))
     }
 
     /// Push jobs in `state`, newest first, optionally for one user.
@@ -552,23 +573,27 @@ extension SQLStore {
             }, completion: logFailure("queue event"))
     }
 
+    enum EventJobColumn: Int32, SQLColumns {
+        case id, webhookId, type, body, attempts, expiresAt
+    }
+
+    static let dueEventsSQL = """
+        SELECT \(EventJobColumn.list) FROM event_jobs
+        WHERE state = \(JobState.pending.sql) AND due_at <= ? ORDER BY due_at, id LIMIT ?
+        """
+
     package func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob] {
         guard delivers else { return [] }
         return try read { db in
             var jobs: [EventJob] = []
-            try db.query(
-                """
-                SELECT id, webhook_id, type, body, attempts, expires_at FROM event_jobs
-                WHERE state = \(JobState.pending.sql) AND due_at <= ? ORDER BY due_at, id LIMIT ?
-                """, [.int(now.milliseconds), .int(Int64(limit))]
-            ) { row in
-                let id = row.int64(0)
+            try db.query(Self.dueEventsSQL, [.int(now.milliseconds), .int(Int64(limit))]) { raw in
+                let row = raw.named(EventJobColumn.self)
+                let id = row.int64(.id)
                 guard !skipping.contains(id) else { return }
                 jobs.append(
                     EventJob(
-                        id: id, webhookId: row.text(1), type: row.text(2), body: row.bytes(3),
-                        attempts: Int(row.int64(4)),
-                        expiresAt: Timestamp(milliseconds: row.int64(5))))
+                        id: id, webhookId: row.text(.webhookId), type: row.text(.type), body: row.bytes(.body),
+                        attempts: Int(row.int64(.attempts)), expiresAt: row.timestamp(.expiresAt)))
             }
             return jobs
         }

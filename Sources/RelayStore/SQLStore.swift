@@ -119,6 +119,16 @@ package final class SQLStore: RelayStore {
         cluster?.start()
     }
 
+    /// An optimistic pass's locked inbox, with one of its user's active devices (NULL for none).
+    enum PrefetchColumn: Int32, SQLColumns {
+        case userId, headSeq, deviceId
+
+        var expression: String { self == .deviceId ? "d.device_id" : "l.\(column)" }
+
+        /// Spelled once: it is on every optimistic batch's path.
+        static let selected = list
+    }
+
     /// Locks the inbox rows of `users` (sorted) for the transaction, creating the missing ones
     /// (empty) first, in that order: see `StoreWriter.lockKeys`. One upsert does both — its
     /// no-op update locks a row that exists, its insert makes one that does not —, row after
@@ -144,14 +154,15 @@ package final class SQLStore: RelayStore {
         try db.query(
             """
             WITH locked AS (\(lock) RETURNING user_id, head_seq)
-            SELECT l.user_id, l.head_seq, d.device_id FROM locked l
+            SELECT \(PrefetchColumn.selected) FROM locked l
             LEFT JOIN devices d ON d.user_id = l.user_id AND d.active = 1
             """, bindings
-        ) { row in
-            let userId = row.text(0)
-            prefetched.heads[userId] = row.int64(1)
+        ) { raw in
+            let row = raw.named(PrefetchColumn.self)
+            let userId = row.text(.userId)
+            prefetched.heads[userId] = row.int64(.headSeq)
             var devices = prefetched.devices[userId] ?? []  // (a user without devices: one row, NULL)
-            if !row.isNull(2) { devices.append(row.text(2)) }
+            if let deviceId = row.optionalText(.deviceId) { devices.append(deviceId) }
             prefetched.devices[userId] = devices
         }
         db.prefetched = prefetched
@@ -399,22 +410,22 @@ package final class SQLStore: RelayStore {
         }
     }
 
+    enum MessageColumn: Int32, SQLColumns {
+        case id, conversationId, senderId, payload, push, priority, collapseKey, createdAt, expiresAt, recipients
+    }
+
     package func message(id: String, now: Timestamp) throws(StoreError) -> StoredMessage? {
         try read { db in
             var found: StoredMessage?
             var recipients: [RecipientSeq] = []
-            try db.query(
-                """
-                SELECT id, conversation_id, sender_id, payload, push, priority, collapse_key, created_at, expires_at,
-                    recipients FROM messages WHERE id = ?
-                """, [.text(id)]
-            ) { row in
+            try db.query("SELECT \(MessageColumn.list) FROM messages WHERE id = ?", [.text(id)]) { raw in
+                let row = raw.named(MessageColumn.self)
                 found = StoredMessage(
-                    id: row.text(0), conversationId: row.optionalText(1), senderId: row.optionalText(2),
-                    payload: row.bytes(3), push: row.isNull(4) ? nil : row.bytes(4), priority: row.text(5),
-                    collapseKey: row.optionalText(6), createdAt: Timestamp(milliseconds: row.int64(7)),
-                    expiresAt: Timestamp(milliseconds: row.int64(8)), recipients: [])
-                recipients = Self.decodeRecipients(row.text(9))
+                    id: row.text(.id), conversationId: row.optionalText(.conversationId),
+                    senderId: row.optionalText(.senderId), payload: row.bytes(.payload), push: row.optionalBytes(.push),
+                    priority: row.text(.priority), collapseKey: row.optionalText(.collapseKey),
+                    createdAt: row.timestamp(.createdAt), expiresAt: row.timestamp(.expiresAt), recipients: [])
+                recipients = Self.decodeRecipients(row.text(.recipients))
             }
             guard var message = found else { return nil }
             for recipient in recipients {
@@ -448,19 +459,36 @@ package final class SQLStore: RelayStore {
         try read { db in try self.head(userId, db) }
     }
 
+    enum HeadColumn: Int32, SQLColumns {
+        case epoch, headSeq, ackSeq, prunedSeq
+    }
+
+    static let headSQL = "SELECT \(HeadColumn.list) FROM inboxes WHERE user_id = ?"
+
     private func head(_ userId: String, _ db: any SQLStatements) throws -> InboxHead {
         var head = InboxHead(
             userId: userId, epoch: epochFor(userId), headSeq: 0, ackSeq: 0, prunedSeq: 0)
-        try db.query(
-            "SELECT epoch, head_seq, ack_seq, pruned_seq FROM inboxes WHERE user_id = ?", [.text(userId)]
-        ) { row in
-            head.epoch = row.text(0)
-            head.headSeq = row.int64(1)
-            head.ackSeq = row.int64(2)
-            head.prunedSeq = row.int64(3)
+        try db.query(Self.headSQL, [.text(userId)]) { raw in
+            let row = raw.named(HeadColumn.self)
+            head.epoch = row.text(.epoch)
+            head.headSeq = row.int64(.headSeq)
+            head.ackSeq = row.int64(.ackSeq)
+            head.prunedSeq = row.int64(.prunedSeq)
         }
         return head
     }
+
+    enum InboxMessageColumn: Int32, SQLColumns {
+        case seq, id, conversationId, senderId, payload, createdAt
+
+        var expression: String { self == .seq ? "e.seq" : "m.\(column)" }
+    }
+
+    static let catchUpSQL = """
+        SELECT \(InboxMessageColumn.list)
+        FROM inbox_entries e JOIN messages m ON m.id = e.message_id
+        WHERE e.user_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?
+        """
 
     package func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
@@ -475,21 +503,16 @@ package final class SQLStore: RelayStore {
                 var page = CatchUpPage(head: head, window: window, messages: [], hasMore: false)
                 guard let readAfter = window.readAfter else { return page }
                 var bytes = 0
-                try db.query(
-                    """
-                    SELECT e.seq, m.id, m.conversation_id, m.sender_id, m.payload, m.created_at
-                    FROM inbox_entries e JOIN messages m ON m.id = e.message_id
-                    WHERE e.user_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?
-                    """, [.text(userId), .int(readAfter), .int(Int64(limit) + 1)]
-                ) { row in
+                try db.query(Self.catchUpSQL, [.text(userId), .int(readAfter), .int(Int64(limit) + 1)]) { raw in
                     guard page.messages.count < limit, bytes < maxBytes else {
                         page.hasMore = true
                         return
                     }
+                    let row = raw.named(InboxMessageColumn.self)
                     let message = InboxMessage(
-                        seq: row.int64(0), id: row.text(1), conversationId: row.optionalText(2),
-                        senderId: row.optionalText(3), payload: row.bytes(4),
-                        createdAt: Timestamp(milliseconds: row.int64(5)))
+                        seq: row.int64(.seq), id: row.text(.id), conversationId: row.optionalText(.conversationId),
+                        senderId: row.optionalText(.senderId), payload: row.bytes(.payload),
+                        createdAt: row.timestamp(.createdAt))
                     bytes += message.payload.count
                     page.messages.append(message)
                 }
@@ -598,12 +621,19 @@ package final class SQLStore: RelayStore {
             }, completion: completion)
     }
 
+    enum RevocationColumn: Int32, SQLColumns {
+        case userId, deviceId, revokedAt
+    }
+
     package func tokenRevocations() throws(StoreError) -> [TokenRevocation] {
         try read { db in
             var revocations: [TokenRevocation] = []
-            try db.query("SELECT user_id, device_id, revoked_at FROM token_revocations") { row in
+            try db.query("SELECT \(RevocationColumn.list) FROM token_revocations") { raw in
+                let row = raw.named(RevocationColumn.self)
                 revocations.append(
-                    TokenRevocation(userId: row.text(0), deviceId: row.text(1), revokedAtSeconds: row.int64(2)))
+                    TokenRevocation(
+                        userId: row.text(.userId), deviceId: row.text(.deviceId),
+                        revokedAtSeconds: row.int64(.revokedAt)))
             }
             return revocations
         }
@@ -630,18 +660,22 @@ package final class SQLStore: RelayStore {
         }
     }
 
-    static let deviceColumns = """
-        user_id, device_id, transport, platform, content_free, active, disabled_reason, created_at, updated_at,
-            matrix_app_id, matrix_pushkey FROM devices
-        """
+    enum DeviceColumn: Int32, SQLColumns {
+        case userId, deviceId, transport, platform, contentFree, active, disabledReason, createdAt, updatedAt
+        case matrixAppId, matrixPushkey
+    }
 
-    static func device(_ row: any SQLRow) -> Device {
-        Device(
-            userId: row.text(0), deviceId: row.text(1), target: row.text(2), platform: row.optionalText(3),
-            contentFree: row.int64(4) != 0, active: row.int64(5) != 0, disabledReason: row.optionalText(6),
-            createdAt: Timestamp(milliseconds: row.int64(7)), updatedAt: Timestamp(milliseconds: row.int64(8)),
-            matrix: row.optionalText(9).flatMap { appId in
-                row.optionalText(10).map { MatrixPusher(appId: appId, pushkey: $0) }
+    static let deviceColumns = "\(DeviceColumn.list) FROM devices"
+
+    static func device(_ raw: any SQLRow) -> Device {
+        let row = raw.named(DeviceColumn.self)
+        return Device(
+            userId: row.text(.userId), deviceId: row.text(.deviceId), target: row.text(.transport),
+            platform: row.optionalText(.platform), contentFree: row.bool(.contentFree), active: row.bool(.active),
+            disabledReason: row.optionalText(.disabledReason), createdAt: row.timestamp(.createdAt),
+            updatedAt: row.timestamp(.updatedAt),
+            matrix: row.optionalText(.matrixAppId).flatMap { appId in
+                row.optionalText(.matrixPushkey).map { MatrixPusher(appId: appId, pushkey: $0) }
             })
     }
 
@@ -831,20 +865,27 @@ extension SQLStore {
             }, completion: logFailure("renew lease"))
     }
 
+    enum PresenceColumn: Int32, SQLColumns {
+        case nodeId, userId, deviceId, leaseUntil
+
+        var expression: String { self == .leaseUntil ? "n.lease_until" : "o.\(column)" }
+    }
+
     package func clusterPresence() throws(StoreError) -> [RemotePresence] {
         guard let cluster else { return [] }
         return try read { db in
             var found: [RemotePresence] = []
             try db.query(
                 """
-                SELECT o.node_id, o.user_id, o.device_id, n.lease_until FROM online_devices o
+                SELECT \(PresenceColumn.list) FROM online_devices o
                 JOIN nodes n ON n.node_id = o.node_id WHERE o.node_id != ?
                 """, [.text(cluster.nodeId)]
-            ) { row in
+            ) { raw in
+                let row = raw.named(PresenceColumn.self)
                 found.append(
                     RemotePresence(
-                        nodeId: row.text(0), userId: row.text(1), deviceId: row.text(2),
-                        leaseUntil: Timestamp(milliseconds: row.int64(3))))
+                        nodeId: row.text(.nodeId), userId: row.text(.userId), deviceId: row.text(.deviceId),
+                        leaseUntil: row.timestamp(.leaseUntil)))
             }
             return found
         }
