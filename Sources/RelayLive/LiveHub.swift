@@ -6,50 +6,17 @@ package import RelayTelemetry
 import RelayWebSocket
 import WebSocketCodec
 
-/// Who is connected, and which sessions a message for a user goes to: the presence tracker and
-/// the fan-out of live messages.
-///
-/// A device is online while at least one of its sockets is open and not backgrounded; a user is
-/// online when one of their devices is. Going offline records `lastOnline` in the store, so it
-/// survives restarts.
+/// This node's sessions and the fan-out of live messages to them; who is online is decided by
+/// the pure `PresenceTracker` it holds, and the hub carries out what that decides: it tells the
+/// store (the other nodes), records `lastOnline` when a device goes offline (so it survives
+/// restarts), reports presence changes as events, and arms the timers.
 package final class LiveHub: Sendable {
-    private struct DeviceEntry {
-        /// Open sessions of this device, by connection id, with their background flag.
-        var sessions: [UInt64: Bool] = [:]
-        var online: Bool { sessions.values.contains(false) }
-    }
-
     private struct State {
-        /// This node's sessions by user and device.
-        var devices: [String: [String: DeviceEntry]] = [:]
+        /// This node's sessions by connection id.
         var sessions: [UInt64: LiveSession] = [:]
-        /// The devices other nodes hold online (a cluster on PostgreSQL; always empty on SQLite).
-        var cluster: ClusterPresence
-        var debouncer: PresenceDebouncer
-        /// Until when the other nodes count this node's devices (renewed while it holds any).
-        var leaseUntil = Timestamp(milliseconds: 0)
-        /// `lastOnline` of devices that went offline here, until the store has it: presence read
-        /// meanwhile says the new time, not the stored older one.
-        var unrecorded: [String: [String: Timestamp]] = [:]
+        var presence: PresenceTracker
 
-        func deviceOnline(_ userId: String, _ deviceId: String) -> Bool {
-            devices[userId]?[deviceId]?.online ?? false
-        }
-
-        func userOnline(_ userId: String) -> Bool {
-            devices[userId]?.values.contains { $0.online } ?? false || !cluster.devices(of: userId).isEmpty
-        }
-
-        var holdsOnlineDevices: Bool { devices.values.contains { $0.values.contains { $0.online } } }
-
-        /// Moves the lease on when a third of it is left and this node holds online devices;
-        /// returns its new end (for the store), nil when it was not due. The cheap comparison
-        /// comes first: the device scan runs once a lease period, not on every tick.
-        mutating func renewLeaseIfDue(at time: Timestamp, leaseMs: Int64) -> Timestamp? {
-            guard leaseUntil.milliseconds - time.milliseconds < leaseMs * 2 / 3, holdsOnlineDevices else { return nil }
-            leaseUntil = Timestamp(milliseconds: time.milliseconds + leaseMs)
-            return leaseUntil
-        }
+        func sessions(_ ids: [UInt64]) -> [LiveSession] { ids.compactMap { sessions[$0] } }
     }
 
     private let state: LockedValue<State>
@@ -67,7 +34,7 @@ package final class LiveHub: Sendable {
     let leaseMs: Int64
 
     /// Presence changes are reported the push delay after they happen, and not at all when they
-    /// flip back sooner.
+    /// flip back sooner (`PresenceTracker`).
     package init(
         store: any RelayStore, logger: Logger, events: any RelayEventSink, delivery: DeliveryPolicy, leaseMs: Int64,
         now: @escaping @Sendable () -> Timestamp
@@ -77,10 +44,7 @@ package final class LiveHub: Sendable {
         self.events = events
         self.now = now
         self.leaseMs = leaseMs
-        state = LockedValue(
-            State(
-                cluster: ClusterPresence(leaseMilliseconds: leaseMs),
-                debouncer: PresenceDebouncer(delayMilliseconds: delivery.pushDelayMs)))
+        state = LockedValue(State(presence: PresenceTracker(delayMs: delivery.pushDelayMs, leaseMs: leaseMs)))
     }
 
     /// Reports the presence changes whose debounce delay has passed, and renews this node's
@@ -88,37 +52,28 @@ package final class LiveHub: Sendable {
     /// (every node sees every change; one reports it).
     package func reportDuePresence() {
         let time = now()
-        let (changes, lease) = state.withLock { state in
-            (state.debouncer.due(at: time), state.renewLeaseIfDue(at: time, leaseMs: leaseMs))
-        }
+        let (changes, lease) = state.withLock { $0.presence.due(at: time) }
         if let lease { store.renewLease(until: lease) }
         guard store.delivers else { return }
         for change in changes { events.emit(.presenceChanged(change)) }
     }
 
     /// Whether the next tick has work: open sockets (token expiries) or unreported presence.
-    package var needsTicks: Bool { state.withLock { !$0.sessions.isEmpty || $0.debouncer.hasPending } }
+    package var needsTicks: Bool { state.withLock { !$0.sessions.isEmpty || $0.presence.hasPendingReports } }
 
-    /// Runs `body` on the state of one device's sessions, feeds the user's resulting online state
-    /// to the debouncer, and tells the store (the other nodes) and `lastOnline` when the device
-    /// went online or offline here.
-    private func updating(_ userId: String, _ deviceId: String, _ body: (inout State) -> Void) {
+    /// Runs `change` on the state (a socket of one device opened, closed or moved) and tells the
+    /// store (the other nodes) and `lastOnline` what the tracker says it did.
+    private func updating(
+        _ userId: String, _ deviceId: String,
+        _ change: (inout State, Timestamp) -> PresenceTracker.Transition
+    ) {
         let time = now()
         defer { ticks.arm(afterMilliseconds: Self.tickIntervalMs) }
-        let (was, isOnline, lease) = state.withLock { state -> (Bool, Bool, Timestamp?) in
-            let was = state.deviceOnline(userId, deviceId)
-            body(&state)
-            let isOnline = state.deviceOnline(userId, deviceId)
-            state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
-            // Offline and its time are seen together, before the store has the time.
-            if was && !isOnline { state.unrecorded[userId, default: [:]][deviceId] = time }
-            // A first device online: the lease goes out with it.
-            return (was, isOnline, state.renewLeaseIfDue(at: time, leaseMs: leaseMs))
-        }
-        if let lease { store.renewLease(until: lease) }
-        guard was != isOnline else { return }
-        store.announcePresence(userId: userId, deviceId: deviceId, online: isOnline)
-        if was { recordOffline(userId, deviceId, at: time) }
+        let transition = state.withLock { change(&$0, time) }
+        if let lease = transition.lease { store.renewLease(until: lease) }
+        guard let online = transition.deviceOnline else { return }
+        store.announcePresence(userId: userId, deviceId: deviceId, online: online)
+        if !online { recordOffline(userId, deviceId, at: time) }
     }
 
     // MARK: Sessions
@@ -126,11 +81,11 @@ package final class LiveHub: Sendable {
     /// A socket opened `background` does not bring its device online (nor, when it never comes
     /// to the foreground, record the device's `lastOnline`).
     func register(_ session: LiveSession, background: Bool) {
-        updating(session.userId, session.deviceId) { state in
+        updating(session.userId, session.deviceId) { state, time in
             state.sessions[session.handle.id] = session
-            state.devices[session.userId, default: [:]][session.deviceId, default: DeviceEntry()].sessions[
-                session.handle.id] =
-                background
+            return state.presence.opened(
+                session.handle.id, userId: session.userId, deviceId: session.deviceId, background: background,
+                at: time)
         }
     }
 
@@ -139,39 +94,30 @@ package final class LiveHub: Sendable {
     /// The socket closed: forget the session; the device goes offline when it was its last one.
     func unregister(_ id: UInt64) {
         guard let session = state.withLock({ $0.sessions[id] }) else { return }
-        updating(session.userId, session.deviceId) { state in
-            guard state.sessions.removeValue(forKey: id) != nil else { return }
-            state.devices[session.userId]?[session.deviceId]?.sessions[id] = nil
-            if state.devices[session.userId]?[session.deviceId]?.sessions.isEmpty == true {
-                state.devices[session.userId]?[session.deviceId] = nil
-            }
-            if state.devices[session.userId]?.isEmpty == true { state.devices[session.userId] = nil }
+        updating(session.userId, session.deviceId) { state, time in
+            guard state.sessions.removeValue(forKey: id) != nil else { return .none }
+            return state.presence.closed(id, userId: session.userId, deviceId: session.deviceId, at: time)
         }
     }
 
     /// A `background` / `foreground` frame (or REST call) for one connection.
     func setBackground(_ id: UInt64, _ background: Bool) {
         guard let session = state.withLock({ $0.sessions[id] }) else { return }
-        updating(session.userId, session.deviceId) { state in
-            guard state.sessions[id] != nil else { return }
-            state.devices[session.userId]?[session.deviceId]?.sessions[id] = background
+        updating(session.userId, session.deviceId) { state, time in
+            state.presence.setBackground(id, userId: session.userId, deviceId: session.deviceId, background, at: time)
         }
     }
 
     /// The REST presence report: applies to every open socket of that device.
     package func setBackground(userId: String, deviceId: String, _ background: Bool) {
-        let ids = state.withLock { $0.devices[userId]?[deviceId]?.sessions.keys.map { $0 } ?? [] }
+        let ids = state.withLock { $0.presence.sockets(of: userId, deviceId: deviceId) }
         for id in ids { setBackground(id, background) }
     }
 
     private func recordOffline(_ userId: String, _ deviceId: String, at time: Timestamp) {
         let logger = self.logger
         store.recordLastOnline(userId: userId, deviceId: deviceId, at: time) { [state] result in
-            state.withLock { state in
-                guard state.unrecorded[userId]?[deviceId] == time else { return }
-                state.unrecorded[userId]?[deviceId] = nil
-                if state.unrecorded[userId]?.isEmpty == true { state.unrecorded[userId] = nil }
-            }
+            state.withLock { $0.presence.recorded(userId: userId, deviceId: deviceId, at: time) }
             if case .failure(let error) = result {
                 logger.warning("could not record lastOnline", ("user.id", userId), ("error", "\(error)"))
             }
@@ -181,7 +127,7 @@ package final class LiveHub: Sendable {
     /// Each device's `lastOnline`: the store's, or a newer one this node is still writing.
     package func lastOnline(_ userId: String) throws(StoreError) -> [String: Timestamp] {
         // The unwritten times first: one whose write completes meanwhile is in the store's read.
-        let pending = state.withLock { $0.unrecorded[userId] ?? [:] }
+        let pending = state.withLock { $0.presence.unrecorded(userId) }
         let stored = try store.lastOnline(userId: userId)
         return stored.merging(pending) { max($0, $1) }
     }
@@ -195,17 +141,12 @@ package final class LiveHub: Sendable {
 
     /// Online devices of a user, on this node or another.
     package func onlineDevices(_ userId: String) -> Set<String> {
-        state.withLock { state in
-            Set(state.devices[userId]?.filter { $0.value.online }.keys.map { $0 } ?? [])
-                .union(state.cluster.devices(of: userId))
-        }
+        state.withLock { $0.presence.onlineDevices(userId) }
     }
 
     /// Devices of a user with a socket open here (foreground or not) or online on another node.
     package func devices(of userId: String) -> Set<String> {
-        state.withLock { state in
-            Set(state.devices[userId]?.keys.map { $0 } ?? []).union(state.cluster.devices(of: userId))
-        }
+        state.withLock { $0.presence.devices(of: userId) }
     }
 
     // MARK: Cluster presence
@@ -213,9 +154,8 @@ package final class LiveHub: Sendable {
     /// A device went online or offline on another node.
     package func presenceElsewhere(node: String, userId: String, deviceId: String, online: Bool) {
         let time = now()
-        state.withLock { state in
-            state.cluster.set(node: node, userId: userId, deviceId: deviceId, online: online, now: time)
-            state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
+        state.withLock {
+            $0.presence.elsewhere(node: node, userId: userId, deviceId: deviceId, online: online, at: time)
         }
         ticks.arm(afterMilliseconds: Self.tickIntervalMs)
         armLeases()
@@ -223,19 +163,16 @@ package final class LiveHub: Sendable {
 
     /// Another node renewed its lease.
     package func leaseElsewhere(node: String, until: Timestamp) {
-        state.withLock { $0.cluster.renew(node: node, until: until) }
+        state.withLock { $0.presence.leaseElsewhere(node: node, until: until) }
     }
 
     /// Reads the other nodes' devices afresh (at start, and when notifications may have been missed).
     package func loadClusterPresence() {
         guard let entries = try? store.clusterPresence() else { return }
         let time = now()
-        state.withLock { state in
-            let users = state.cluster.replace(
-                with: entries.map { ($0.nodeId, $0.userId, $0.deviceId, $0.leaseUntil) })
-            for userId in users {
-                state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
-            }
+        state.withLock {
+            $0.presence.replaceElsewhere(
+                with: entries.map { ($0.nodeId, $0.userId, $0.deviceId, $0.leaseUntil) }, at: time)
         }
         ticks.arm(afterMilliseconds: Self.tickIntervalMs)
         armLeases()
@@ -245,13 +182,7 @@ package final class LiveHub: Sendable {
     /// those nodes in the store. Called by the `leases` timer.
     package func expireLeases() {
         let time = now()
-        let ended = state.withLock { state -> [String] in
-            let (nodes, users) = state.cluster.expire(now: time)
-            for userId in users {
-                state.debouncer.observe(userId: userId, online: state.userOnline(userId), at: time)
-            }
-            return nodes
-        }
+        let ended = state.withLock { $0.presence.expireLeases(at: time) }
         if !ended.isEmpty {
             logger.warning("node lease ended: its devices are offline", ("nodes", ended.joined(separator: ",")))
             ticks.arm(afterMilliseconds: Self.tickIntervalMs)
@@ -261,7 +192,7 @@ package final class LiveHub: Sendable {
     }
 
     private func armLeases() {
-        guard let next = state.withLock({ $0.cluster.nextExpiry }) else { return }
+        guard let next = state.withLock({ $0.presence.nextLeaseExpiry }) else { return }
         leases.arm(afterMilliseconds: max(0, next.milliseconds - now().milliseconds) + 1)
     }
 
@@ -287,9 +218,7 @@ package final class LiveHub: Sendable {
     }
 
     private func sessions(of userId: String) -> [LiveSession] {
-        state.withLock { state in
-            state.devices[userId]?.values.flatMap { $0.sessions.keys }.compactMap { state.sessions[$0] } ?? []
-        }
+        state.withLock { $0.sessions($0.presence.sockets(of: userId)) }
     }
 
     /// Sends a signal to every online (foreground) socket of `userIds`, except the device it came
@@ -299,10 +228,8 @@ package final class LiveHub: Sendable {
     ) -> Int {
         let sessions = state.withLock { state in
             userIds.flatMap { userId in
-                (state.devices[userId] ?? [:]).flatMap { deviceId, entry -> [LiveSession] in
-                    guard sender?.userId != userId || sender?.deviceId != deviceId else { return [] }
-                    return entry.sessions.filter { !$0.value }.compactMap { state.sessions[$0.key] }
-                }
+                let except = sender?.userId == userId ? sender?.deviceId : nil
+                return state.sessions(state.presence.foregroundSockets(of: userId, except: except))
             }
         }
         guard !sessions.isEmpty else { return 0 }
@@ -313,9 +240,7 @@ package final class LiveHub: Sendable {
 
     /// Closes every socket of one device with 1008 (its tokens were revoked).
     package func close(userId: String, deviceId: String, reason: String) {
-        let sessions = state.withLock { state in
-            state.devices[userId]?[deviceId]?.sessions.keys.compactMap { state.sessions[$0] } ?? []
-        }
+        let sessions = state.withLock { $0.sessions($0.presence.sockets(of: userId, deviceId: deviceId)) }
         for session in sessions { session.handle.close(code: CloseCode.policyViolation, reason: reason) }
     }
 
@@ -334,20 +259,16 @@ package final class LiveHub: Sendable {
 
     /// Open sockets of one user.
     package func sessionCount(userId: String) -> Int {
-        state.withLock { $0.devices[userId]?.values.reduce(0) { $0 + $1.sessions.count } ?? 0 }
+        state.withLock { $0.presence.sockets(of: userId).count }
     }
 
     /// How many users are online, and the first `limit` of them by id.
     package func onlineUsers(limit: Int) -> (total: Int, first: [String]) {
-        let users = state.withLock { state in
-            Set(state.devices.keys.filter { state.userOnline($0) }).union(state.cluster.users)
-        }
+        let users = state.withLock { $0.presence.onlineUsers }
         return (users.count, Array(users.sorted().prefix(limit)))
     }
 
     package var onlineUserCount: Int {
-        state.withLock { state in
-            Set(state.devices.keys.filter { state.userOnline($0) }).union(state.cluster.users).count
-        }
+        state.withLock { $0.presence.onlineUsers.count }
     }
 }

@@ -158,7 +158,8 @@ extension SQLStore {
                     jobs.append(
                         DueJob(
                             id: row.int64(.id), webhookId: row.text(.webhookId),
-                            kind: PushKind(rawValue: row.text(.kind)) ?? .message, messageId: row.optionalText(.messageId),
+                            kind: PushKind(rawValue: row.text(.kind)) ?? .message,
+                            messageId: row.optionalText(.messageId),
                             seq: row.int64(.seq), collapseKey: row.optionalText(.collapseKey),
                             attempts: Int(row.int64(.attempts)), expiresAt: row.timestamp(.expiresAt),
                             priority: row.optionalText(.priority).flatMap(Priority.init) ?? .normal,
