@@ -166,22 +166,16 @@ package final class PushNotifier: Sendable {
                 finish(batch, .dead(error: "the device's push transport is malformed"), started: time)
                 continue
             }
-            let event = DeliveryEvent.due(expiresAt: batch.expiresAt.milliseconds, host: gate(target.host, at: time))
-            for action in settings.policy.decide(event, now: time.milliseconds) {
-                switch action {
-                case .record(let verdict):
-                    finish(batch, PushResult(verdict), started: time)
-                case .postpone(let until):
-                    // The host is paused: its jobs wait for the probe instead of taking a slot.
-                    finish(batch, .postponed(until: Timestamp(milliseconds: until)), started: time)
-                case .holdDue:
-                    // The job stays due; a delivery to that host finishing wakes the scheduler.
-                    inFlight.withLock { _ = $0.remove(batch.deviceKey) }
-                case .attempt:
-                    attempt(batch, to: target, at: time)
-                default:
-                    break  // (no other action follows a due batch)
-                }
+            switch settings.policy.due(
+                expiresAt: batch.expiresAt.milliseconds, host: gate(target.host, at: time), now: time.milliseconds)
+            {
+            case .attempt:
+                attempt(batch, to: target, at: time)
+            case .holdDue:
+                // The job stays due; a delivery to that host finishing wakes the scheduler.
+                inFlight.withLock { _ = $0.remove(batch.deviceKey) }
+            case .finish(let verdict):
+                finish(batch, verdict, started: time)
             }
         }
     }
@@ -198,8 +192,7 @@ package final class PushNotifier: Sendable {
     private func attempt(_ batch: PushBatch, to target: HostAdmission.Target, at time: Timestamp) {
         let host = target.host
         guard breakers.withLock({ $0[host, default: CircuitBreaker()].allows(at: time) }) else {
-            let until = time.milliseconds + DeliveryPolicy.probeTakenPostponeMs
-            finish(batch, .postponed(until: Timestamp(milliseconds: until)), started: time)
+            finish(batch, DeliveryPolicy.probeTaken(now: time.milliseconds), started: time)
             return
         }
         guard takeHostSlot(host) else {
@@ -240,15 +233,11 @@ package final class PushNotifier: Sendable {
                 logger.error(
                     "push service refused the relay's credentials or configuration", ("host", host), ("error", reason))
             }
-            let event = DeliveryEvent.answered(
-                outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds)
-            for action in settings.policy.decide(event, now: now().milliseconds, random: { Double.random(in: 0...1) }) {
-                switch action {
-                case .feedBreaker(let health): recordHealth(host, health)
-                case .record(let verdict): finish(batch, PushResult(verdict), started: started)
-                default: break  // (no other action follows an answer)
-                }
-            }
+            let decision = settings.policy.answered(
+                outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now().milliseconds,
+                random: { Double.random(in: 0...1) })
+            recordHealth(host, decision.host)
+            finish(batch, decision.verdict, started: started)
         }
     }
 
@@ -280,23 +269,15 @@ package final class PushNotifier: Sendable {
         for job in jobs {
             guard eventsInFlight.withLock({ $0.insert(job.id).inserted }) else { continue }
             webhooks.post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
-                let event = DeliveryEvent.answered(
-                    outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds)
-                // Events have no breaker: only the verdict counts.
-                for case .record(let verdict) in settings.policy.decide(
-                    event, now: now().milliseconds, random: { Double.random(in: 0...1) })
-                {
-                    if case .deviceGone = verdict {
-                        finishEvent(job, .dead(error: "events receiver answered 404/410"))
-                    } else {
-                        finishEvent(job, PushResult(verdict))
-                    }
-                }
+                let verdict = settings.policy.eventAnswered(
+                    outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds, now: now().milliseconds,
+                    random: { Double.random(in: 0...1) })
+                finishEvent(job, verdict)
             }
         }
     }
 
-    private func finishEvent(_ job: EventJob, _ result: PushResult) {
+    private func finishEvent(_ job: EventJob, _ result: DeliveryPolicy.Verdict) {
         let logger = self.logger
         store.finishEvent(job, result: result, now: now()) { [self] stored in
             eventsInFlight.withLock { _ = $0.remove(job.id) }
@@ -334,7 +315,7 @@ package final class PushNotifier: Sendable {
         }
     }
 
-    private func finish(_ batch: PushBatch, _ result: PushResult, started: Timestamp) {
+    private func finish(_ batch: PushBatch, _ result: DeliveryPolicy.Verdict, started: Timestamp) {
         let metrics = self.metrics
         let logger = self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId)
         let events = self.events
@@ -356,7 +337,7 @@ package final class PushNotifier: Sendable {
             case .retry(let error, _):
                 metrics.recordPush(.retried, seconds: seconds)
                 logger.info("push will be retried", ("error", error), ("attempt", String(batch.attempts + 1)))
-            case .requeued(let reason, _):
+            case .requeue(let reason, _):
                 // Not an attempt that failed: the provider never processed it.
                 metrics.recordPush(.requeued, seconds: nil)
                 logger.info("push requeued", ("error", reason))
@@ -387,18 +368,5 @@ extension RelayEvent {
         writer.member("error", orNull: error)
         writer.endObject()
         return RelayEvent(type: type, data: writer.bytes, at: at)
-    }
-}
-
-extension PushResult {
-    /// What the store records for a policy verdict.
-    init(_ verdict: DeliveryPolicy.Verdict) {
-        switch verdict {
-        case .delivered: self = .delivered
-        case .deviceGone(let reason): self = .deviceGone(reason: reason)
-        case .retry(let error, let at): self = .retry(error: error, at: Timestamp(milliseconds: at))
-        case .requeue(let reason, let at): self = .requeued(reason: reason, at: Timestamp(milliseconds: at))
-        case .dead(let error): self = .dead(error: error)
-        }
     }
 }

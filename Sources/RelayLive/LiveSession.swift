@@ -157,9 +157,8 @@ package final class LiveSession: Sendable {
     private func caughtUp(to lastSent: Int64) {
         store.markFetched(userId: userId, seq: lastSent)
         let time = now().milliseconds
-        for case .waitForAck(let until) in delivery.decide(.caughtUp(currentDue: time), now: time) {
-            store.awaitAck(userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
-        }
+        let until = delivery.caughtUp(currentDue: time, now: time)
+        store.awaitAck(userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
     }
 
     /// A message committed for this user (called in commit order, on the committing thread).

@@ -61,7 +61,7 @@ package protocol RelayStore: Sendable {
     func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch]
     /// Records how a delivery attempt ended.
     func finish(
-        _ batch: PushBatch, result: PushResult, now: Timestamp,
+        _ batch: PushBatch, result: DeliveryPolicy.Verdict, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
     /// Push jobs in `state`, newest first (the dead-letter view).
     func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
@@ -76,7 +76,7 @@ package protocol RelayStore: Sendable {
     /// Push jobs by state (the operator's overview).
     func pushJobCounts() throws(StoreError) -> [JobState: Int]
     /// The device was sent everything up to `seq` by a catch-up: its pending message jobs there
-    /// wait for the ack, due no sooner than `until` (`DeliveryPolicy.dueAfterCatchUp`).
+    /// wait for the ack, due no sooner than `until` (`DeliveryPolicy.caughtUp`).
     func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp)
     /// The earliest due time among pending push and event jobs, if any (the scheduler sleeps
     /// until then).
@@ -86,7 +86,7 @@ package protocol RelayStore: Sendable {
     func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp)
     func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob]
     func finishEvent(
-        _ job: EventJob, result: PushResult, now: Timestamp,
+        _ job: EventJob, result: DeliveryPolicy.Verdict, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
 
     /// A named secret, created with `generate` and stored on first use.

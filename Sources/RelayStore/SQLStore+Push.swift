@@ -1,18 +1,5 @@
 package import RelayCore
 
-/// How a delivery attempt ended, as the store records it.
-package enum PushResult: Sendable {
-    /// Not attempted (its host is paused by the circuit breaker): due again at `until`.
-    case postponed(until: Timestamp)
-    case delivered
-    case retry(error: String, at: Timestamp)
-    /// The request was never processed (HTTP/2 GOAWAY, REFUSED_STREAM): due again at `at`, the
-    /// attempt not counted (so the backoff does not grow), `reason` kept as the last error.
-    case requeued(reason: String, at: Timestamp)
-    case dead(error: String)
-    case deviceGone(reason: String)
-}
-
 extension SQLStore {
     /// Queues a push job for every active device of `userId` (inside the accept write), due when
     /// `policy` says. A pending job with the same `collapseKey` on that device is replaced (RFC
@@ -55,34 +42,27 @@ extension SQLStore {
             ) { row in
                 if !row.isNull(0) { window = row.int64(0) }
             }
-            let event = DeliveryEvent.committed(
-                online: online.contains(deviceId), openWindowDue: window, collapses: message.collapseKey != nil)
-            for action in policy.decide(event, now: now.milliseconds) {
-                switch action {
-                case .cancel(let reason):
-                    // (Only a message with a collapse key replaces others.)
-                    guard let collapseKey = message.collapseKey else { break }
-                    try Self.cancel(
-                        db, .collapsing(userId: userId, deviceId: deviceId, collapseKey: collapseKey),
-                        reason: reason.rawValue, now: now.milliseconds)
-                case .schedule(let due):
-                    try db.run(
-                        """
-                        INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key,
-                            state, due_at, expires_at, created_at, updated_at, badge)
-                        VALUES (?, \(PushKind.message.sql), ?, ?, ?, ?, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
-                        """,
-                        [
-                            .text(RandomID.make("msg_", bytes: 12)),
-                            .text(userId), .text(deviceId), .text(message.id), .int(seq),
-                            .optional(message.collapseKey),
-                            .int(due), .int(expiresAt.milliseconds), .int(now.milliseconds),
-                            .int(now.milliseconds), message.badge.map { .int($0) } ?? .null,
-                        ])
-                default:
-                    break  // (no other action follows a commit)
-                }
+            let decision = policy.committed(
+                online: online.contains(deviceId), openWindowDue: window, collapses: message.collapseKey != nil,
+                now: now.milliseconds)
+            if decision.cancelsCollapsed, let collapseKey = message.collapseKey {
+                try Self.cancel(
+                    db, .collapsing(userId: userId, deviceId: deviceId, collapseKey: collapseKey),
+                    reason: CancelReason.collapsed.rawValue, now: now.milliseconds)
             }
+            try db.run(
+                """
+                INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key,
+                    state, due_at, expires_at, created_at, updated_at, badge)
+                VALUES (?, \(PushKind.message.sql), ?, ?, ?, ?, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
+                """,
+                [
+                    .text(RandomID.make("msg_", bytes: 12)),
+                    .text(userId), .text(deviceId), .text(message.id), .int(seq),
+                    .optional(message.collapseKey),
+                    .int(decision.dueAt), .int(expiresAt.milliseconds), .int(now.milliseconds),
+                    .int(now.milliseconds), message.badge.map { .int($0) } ?? .null,
+                ])
         }
         return !devices.isEmpty
     }
@@ -178,7 +158,7 @@ extension SQLStore {
 
     /// Records how a delivery attempt of `batch` ended.
     package func finish(
-        _ batch: PushBatch, result: PushResult, now: Timestamp,
+        _ batch: PushBatch, result: DeliveryPolicy.Verdict, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         writer.submit(
@@ -197,7 +177,7 @@ extension SQLStore {
                             """
                             UPDATE push_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
                             WHERE id = ? AND state = \(JobState.pending.sql)
-                            """, [.text(error), .int(at.milliseconds), .int(time), .int(id)])
+                            """, [.text(error), .int(at), .int(time), .int(id)])
                     case .dead(let error):
                         try db.run(
                             """
@@ -211,13 +191,13 @@ extension SQLStore {
                             UPDATE push_jobs SET due_at = ?, updated_at = ?
                             WHERE id = ? AND state = \(JobState.pending.sql)
                             """,
-                            [.int(until.milliseconds), .int(time), .int(id)])
-                    case .requeued(let reason, let at):
+                            [.int(until), .int(time), .int(id)])
+                    case .requeue(let reason, let at):
                         try db.run(
                             """
                             UPDATE push_jobs SET last_error = ?, due_at = ?, updated_at = ?
                             WHERE id = ? AND state = \(JobState.pending.sql)
-                            """, [.text(reason), .int(at.milliseconds), .int(time), .int(id)])
+                            """, [.text(reason), .int(at), .int(time), .int(id)])
                     case .deviceGone:
                         break
                     }
@@ -323,15 +303,9 @@ extension SQLStore {
                 AND seq > ? AND seq <= ?
             """, [.text(userId), .int(old), .int(new)]
         ) { pushed.append($0.text(0)) }
-        for action in DeliveryPolicy.decideAck(pushedDevices: pushed) {
-            switch action {
-            case .cancel(let reason):
-                try cancel(db, .acked(userId: userId, throughSeq: new), reason: reason.rawValue, now: now)
-            case .sendClear(let deviceId):
-                try queueClear(db, userId: userId, deviceId: deviceId, seq: new, badge: nil, now: now)
-            default:
-                break  // (no other action follows an ack)
-            }
+        try cancel(db, .acked(userId: userId, throughSeq: new), reason: CancelReason.acked.rawValue, now: now)
+        for deviceId in DeliveryPolicy.acked(pushedDevices: pushed).clears {
+            try queueClear(db, userId: userId, deviceId: deviceId, seq: new, badge: nil, now: now)
         }
     }
 
@@ -601,7 +575,7 @@ extension SQLStore {
     }
 
     package func finishEvent(
-        _ job: EventJob, result: PushResult, now: Timestamp,
+        _ job: EventJob, result: DeliveryPolicy.Verdict, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         writer.submit(
@@ -619,15 +593,15 @@ extension SQLStore {
                         """
                         UPDATE event_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
                         WHERE id = ?
-                        """, [.text(error), .int(at.milliseconds), .int(now.milliseconds), .int(job.id)])
+                        """, [.text(error), .int(at), .int(now.milliseconds), .int(job.id)])
                 case .postponed(let until):
                     try db.run(
                         "UPDATE event_jobs SET due_at = ?, updated_at = ? WHERE id = ?",
-                        [.int(until.milliseconds), .int(now.milliseconds), .int(job.id)])
-                case .requeued(let reason, let at):
+                        [.int(until), .int(now.milliseconds), .int(job.id)])
+                case .requeue(let reason, let at):
                     try db.run(
                         "UPDATE event_jobs SET last_error = ?, due_at = ?, updated_at = ? WHERE id = ?",
-                        [.text(reason), .int(at.milliseconds), .int(now.milliseconds), .int(job.id)])
+                        [.text(reason), .int(at), .int(now.milliseconds), .int(job.id)])
                 case .dead(let error), .deviceGone(let error):
                     try db.run(
                         """

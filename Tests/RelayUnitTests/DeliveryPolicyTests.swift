@@ -78,39 +78,38 @@ import Testing
         let late = policy.judge(.requeue(reason: "REFUSED_STREAM"), attempts: 0, expiresAt: 1000, now: 1000, random: 0)
         #expect(late.verdict == .dead(error: "TTL expired; last error: REFUSED_STREAM"))
         #expect(late.host == .unknown)
-        #expect(
-            policy.decide(.answered(.requeue(reason: "GOAWAY"), attempts: 2, expiresAt: 9000), now: 1000)
-                == [.feedBreaker(.unknown), .record(.requeue(reason: "GOAWAY", at: 1000))])
+        let goaway = policy.answered(.requeue(reason: "GOAWAY"), attempts: 2, expiresAt: 9000, now: 1000)
+        #expect(goaway.verdict == .requeue(reason: "GOAWAY", at: 1000) && goaway.host == .unknown)
     }
 
-    /// `decide` is the delivery path's one decision function: each event, its actions.
-    @Test func everyEventHasItsActions() {
-        #expect(
-            policy.decide(.committed(online: false, openWindowDue: 1300, collapses: true), now: 1100)
-                == [.cancel(.collapsed), .schedule(dueAt: 1300)])
-        #expect(
-            policy.decide(.committed(online: true, openWindowDue: nil, collapses: false), now: 1100) == [
-                .schedule(dueAt: 1900)
-            ])
-        #expect(policy.decide(.caughtUp(currentDue: 1300), now: 1200) == [.waitForAck(until: 2000)])
-        #expect(
-            policy.decide(.acked(pushedDevices: ["phone"]), now: 0) == [.cancel(.acked), .sendClear(deviceId: "phone")])
+    /// Each transition of a push job has its own decision, and the delivery path carries out
+    /// exactly what it holds.
+    @Test func everyTransitionHasItsDecision() {
+        let offline = policy.committed(online: false, openWindowDue: 1300, collapses: true, now: 1100)
+        #expect(offline.cancelsCollapsed && offline.dueAt == 1300)
+        let online = policy.committed(online: true, openWindowDue: nil, collapses: false, now: 1100)
+        #expect(!online.cancelsCollapsed && online.dueAt == 1900)
+        #expect(policy.caughtUp(currentDue: 1300, now: 1200) == 2000)
+        #expect(DeliveryPolicy.acked(pushedDevices: ["phone"]).clears == ["phone"])
         // Before an attempt: the TTL first (the host is not asked, its probe not used up), then the host.
         #expect(
-            policy.decide(.due(expiresAt: 1000, host: .paused(until: 5000)), now: 1000)
-                == [.record(.dead(error: "TTL expired before it could be delivered"))])
-        #expect(policy.decide(.due(expiresAt: 9000, host: .paused(until: 5000)), now: 1000) == [.postpone(until: 5000)])
-        #expect(policy.decide(.due(expiresAt: 9000, host: .full), now: 1000) == [.holdDue])
-        #expect(policy.decide(.due(expiresAt: 9000, host: .open), now: 1000) == [.attempt])
+            policy.due(expiresAt: 1000, host: .paused(until: 5000), now: 1000)
+                == .finish(.dead(error: "TTL expired before it could be delivered")))
+        #expect(policy.due(expiresAt: 9000, host: .paused(until: 5000), now: 1000) == .finish(.postponed(until: 5000)))
+        #expect(policy.due(expiresAt: 9000, host: .full, now: 1000) == .holdDue)
+        #expect(policy.due(expiresAt: 9000, host: .open, now: 1000) == .attempt)
+        #expect(DeliveryPolicy.probeTaken(now: 1000) == .postponed(until: 1000 + DeliveryPolicy.probeTakenPostponeMs))
         // After: the breaker hears the host, the job gets its verdict.
+        let delivered = policy.answered(.delivered, attempts: 0, expiresAt: 9000, now: 1000)
+        #expect(delivered.verdict == .delivered && delivered.host == .alive)
+        let retried = policy.answered(
+            .retry(reason: "HTTP 503", notBeforeMilliseconds: nil), attempts: 0, expiresAt: 9000, now: 1000,
+            random: { 1 })
+        #expect(retried.verdict == .retry(error: "HTTP 503", at: 1100) && retried.host == .failing)
+        // An events receiver answering 404/410 is not a device gone: the event is dead.
         #expect(
-            policy.decide(.answered(.delivered, attempts: 0, expiresAt: 9000), now: 1000)
-                == [.feedBreaker(.alive), .record(.delivered)])
-        #expect(
-            policy.decide(
-                .answered(.retry(reason: "HTTP 503", notBeforeMilliseconds: nil), attempts: 0, expiresAt: 9000),
-                now: 1000,
-                random: { 1 }) == [.feedBreaker(.failing), .record(.retry(error: "HTTP 503", at: 1100))])
+            policy.eventAnswered(.deviceGone(reason: "HTTP 410"), attempts: 0, expiresAt: 9000, now: 1000)
+                == .dead(error: "events receiver answered 404/410"))
     }
 
     /// Looking at a breaker changes nothing; taking the go-ahead moves a finished pause to the probe.
@@ -218,7 +217,8 @@ import Testing
             for device in online.indices {
                 let window = jobs.filter { $0.device == device && $0.state == .pending && $0.due > now }
                     .map(\.due).min()
-                let due = policy.dueAt(committedAt: now, online: online[device], openWindowDue: window)
+                let due = policy.committed(online: online[device], openWindowDue: window, collapses: false, now: now)
+                    .dueAt
                 jobs.append(Job(seq: head, device: device, due: due, expiresAt: now + 60_000))
                 if online[device] { received[device] = head }  // sent live
             }
@@ -228,7 +228,7 @@ import Testing
         mutating func connect(_ device: Int) {
             online[device] = true
             received[device] = head  // catch-up
-            let until = policy.dueAfterCatchUp(currentDue: now, now: now)
+            let until = policy.caughtUp(currentDue: now, now: now)
             for index in jobs.indices where jobs[index].device == device && jobs[index].state == .pending {
                 jobs[index].due = max(jobs[index].due, until)
             }
@@ -272,19 +272,24 @@ import Testing
                 else { continue }
                 let due = batch.jobIds.map { Int($0) }
                 let outcome = outcomeFor(device)
-                let (verdict, _) = policy.judge(
+                let verdict = policy.answered(
                     outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now,
-                    random: random)
+                    random: { random }
+                ).verdict
                 trace.append("t=\(now) push \(device) seqs \(due.map { jobs[$0].seq }) → \(verdict)")
                 for index in due {
                     switch verdict {
                     case .delivered: jobs[index].state = .delivered
                     case .retry(_, let at): jobs[index].due = at
                     case .requeue(_, let at): jobs[index].due = at
+                    case .postponed(let until): jobs[index].due = until
                     case .dead, .deviceGone: jobs[index].state = .dead
                     }
                     // As the store does: a requeue is not an attempt.
-                    if case .requeue = verdict {} else { jobs[index].attempts += 1 }
+                    switch verdict {
+                    case .requeue, .postponed: break
+                    default: jobs[index].attempts += 1
+                    }
                 }
                 if verdict == .delivered {
                     pushes.append(Push(device: device, seqs: due.map { jobs[$0].seq }, at: now, ackAtSend: ack))

@@ -462,13 +462,14 @@ import Testing
         }
         var batch = try #require(try due(later).first)
         try await Self.wait {
-            store.finish(batch, result: .retry(error: "HTTP 503", at: later), now: later, completion: $0)
+            store.finish(batch, result: .retry(error: "HTTP 503", at: later.milliseconds), now: later, completion: $0)
         }
         batch = try #require(try due(later).first)
         #expect(batch.attempts == 1)
         let again = Timestamp(milliseconds: 2_000_500)
         try await Self.wait {
-            store.finish(batch, result: .requeued(reason: "REFUSED_STREAM", at: again), now: later, completion: $0)
+            store.finish(
+                batch, result: .requeue(reason: "REFUSED_STREAM", at: again.milliseconds), now: later, completion: $0)
         }
         #expect(try due(later).isEmpty)
         let requeued = try #require(try due(again).first)
@@ -497,7 +498,7 @@ import Testing
         let batches = try store.duePushes(now: later, limit: 10, skipping: [])
         #expect(batches.count == 2)
         for batch in batches {
-            let result: PushResult = batch.deviceId == "phone" ? .delivered : .dead(error: "HTTP 500")
+            let result: DeliveryPolicy.Verdict = batch.deviceId == "phone" ? .delivered : .dead(error: "HTTP 500")
             try await Self.wait { store.finish(batch, result: result, now: later, completion: $0) }
         }
         var counts = try Self.expectCountsMatchRows(store)

@@ -1,20 +1,7 @@
-/// What happens to a push job, as data: the delivery path hands `DeliveryPolicy.decide` an event
-/// and executes the actions it gets back (SQL in the store, sockets in the notifier). No
-/// decision is taken anywhere else, so the whole life of a push can be read — and tested — here.
-package enum DeliveryEvent: Sendable, Equatable {
-    /// A message was committed for one registered device, `online` per the snapshot taken before
-    /// the write; `openWindowDue` is the device's open push window; `collapses` when the message
-    /// has a collapse key.
-    case committed(online: Bool, openWindowDue: Int64?, collapses: Bool)
-    /// A catch-up sent the device messages whose push was due at `currentDue`.
-    case caughtUp(currentDue: Int64)
-    /// The user's ack cursor moved; `pushedDevices` had already been pushed something now read.
-    case acked(pushedDevices: [String])
-    /// A device's batch is due; `host` says whether its receiver can take an attempt now.
-    case due(expiresAt: Int64, host: HostGate)
-    /// An attempt ended with `outcome` (`attempts` made before it).
-    case answered(DeliveryOutcome, attempts: Int, expiresAt: Int64)
-}
+/// What happens to a push job, one transition at a time: the delivery path calls the function
+/// of the event it saw and carries out exactly what that event's answer can hold (SQL in the
+/// store, sockets in the notifier). No decision is taken anywhere else, so the whole life of a
+/// push can be read — and tested — here (docs/ARCHITECTURE.md §8).
 
 /// Whether a receiver host can take another attempt now.
 package enum HostGate: Sendable, Equatable {
@@ -32,67 +19,90 @@ package enum CancelReason: String, Sendable, Equatable {
     case superseded
 }
 
-package enum DeliveryAction: Sendable, Equatable {
-    /// Cancel the device's pending job with the same collapse key (RFC 8030 "Topic").
-    case cancel(CancelReason)
-    /// Queue the job, due then.
-    case schedule(dueAt: Int64)
-    /// The device was sent the messages: their jobs wait for the ack until then.
-    case waitForAck(until: Int64)
-    /// Push `clear` to this device (the badge goes down after a read elsewhere).
-    case sendClear(deviceId: String)
-    /// Send the batch now.
+/// A message was committed for one registered device: its new job, and whether the device's
+/// pending jobs with the message's collapse key go first (RFC 8030 "Topic").
+package struct CommitDecision: Sendable, Equatable {
+    package var cancelsCollapsed: Bool
+    package var dueAt: Int64
+}
+
+/// The user's ack cursor moved: the user's pending message jobs up to it are cancelled on every
+/// device (`acked`), and the devices already pushed something now read get a `clear`.
+package struct AckDecision: Sendable, Equatable {
+    package var clears: [String]
+}
+
+/// A device's batch fell due.
+package enum DueDecision: Sendable, Equatable {
+    /// Send it now.
     case attempt
-    /// Leave the batch due; a slot freeing up wakes the scheduler.
+    /// Leave it due; a slot freeing up at its host wakes the scheduler.
     case holdDue
-    /// Not an attempt: due again then.
-    case postpone(until: Int64)
-    /// The job's next state.
-    case record(DeliveryPolicy.Verdict)
-    /// What the receiver host did, for its circuit breaker.
-    case feedBreaker(DeliveryPolicy.HostHealth)
+    /// Not sent: its jobs' next state (dead past the TTL, postponed while the host is paused).
+    case finish(DeliveryPolicy.Verdict)
+}
+
+/// An attempt was answered: its jobs' next state, and what the host did for its breaker.
+package struct AnswerDecision: Sendable, Equatable {
+    package var verdict: DeliveryPolicy.Verdict
+    package var host: DeliveryPolicy.HostHealth
 }
 
 extension DeliveryPolicy {
-    /// The one decision function of the delivery path (docs/ARCHITECTURE.md §8).
-    /// - Parameter random: draws the retry jitter in 0...1 (only called for a retry).
-    package func decide(_ event: DeliveryEvent, now: Int64, random: () -> Double = { 0.5 }) -> [DeliveryAction] {
-        switch event {
-        case .committed(let online, let window, let collapses):
-            let schedule = DeliveryAction.schedule(
-                dueAt: dueAt(committedAt: now, online: online, openWindowDue: window))
-            return collapses ? [.cancel(.collapsed), schedule] : [schedule]
-        case .caughtUp(let currentDue):
-            return [.waitForAck(until: dueAfterCatchUp(currentDue: currentDue, now: now))]
-        case .acked(let pushedDevices):
-            return Self.decideAck(pushedDevices: pushedDevices)
-        case .due(let expiresAt, let host):
-            // A job past its TTL is dead before anything is asked of its host, which is not judged.
-            if let dead = expired(now: now, expiresAt: expiresAt) { return [.record(dead)] }
-            switch host {
-            case .open: return [.attempt]
-            case .full: return [.holdDue]
-            case .paused(let until): return [.postpone(until: until)]
-            }
-        case .answered(let outcome, let attempts, let expiresAt):
-            let (verdict, health) = judge(
-                outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random())
-            return [.feedBreaker(health), .record(verdict)]
+    /// A message committed at `now` for one device, `online` per the snapshot taken before the
+    /// write, `openWindowDue` the device's open push window.
+    package func committed(online: Bool, openWindowDue: Int64?, collapses: Bool, now: Int64) -> CommitDecision {
+        CommitDecision(
+            cancelsCollapsed: collapses, dueAt: dueAt(committedAt: now, online: online, openWindowDue: openWindowDue))
+    }
+
+    /// A catch-up sent the device messages whose push was due at `currentDue`: when they fall
+    /// due now (they wait for the ack).
+    package func caughtUp(currentDue: Int64, now: Int64) -> Int64 { dueAfterCatchUp(currentDue: currentDue, now: now) }
+
+    /// An ack moved the cursor; `pushedDevices` had already been pushed something now read. It
+    /// depends on no setting (the store applies it without a policy at hand).
+    package static func acked(pushedDevices: [String]) -> AckDecision { AckDecision(clears: pushedDevices) }
+
+    /// A device's batch expiring at `expiresAt` is due; `host` says whether its receiver can
+    /// take an attempt. The TTL is looked at first: an expired job must not use up a probe.
+    package func due(expiresAt: Int64, host: HostGate, now: Int64) -> DueDecision {
+        if let dead = expired(now: now, expiresAt: expiresAt) { return .finish(dead) }
+        switch host {
+        case .open: return .attempt
+        case .full: return .holdDue
+        case .paused(let until): return .finish(.postponed(until: until))
         }
     }
 
+    /// The host's breaker refused the attempt after the gate had let it through (another batch
+    /// took the probe meanwhile): the probe's answer comes first.
+    package static func probeTaken(now: Int64) -> Verdict { .postponed(until: now + probeTakenPostponeMs) }
+
+    /// An attempt (`attempts` made before it) was answered with `outcome`.
+    /// - Parameter random: draws the retry jitter in 0...1 (only called for a retry).
+    package func answered(
+        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: () -> Double = { 0.5 }
+    ) -> AnswerDecision {
+        let judged = judge(outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random())
+        return AnswerDecision(verdict: judged.verdict, host: judged.host)
+    }
+
+    /// An event for the chat server was answered: events have no breaker, and a receiver that
+    /// answers 404/410 is not a device that went away — the event is dead.
+    package func eventAnswered(
+        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: () -> Double = { 0.5 }
+    ) -> Verdict {
+        let verdict = judge(outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random()).verdict
+        if case .deviceGone = verdict { return .dead(error: "events receiver answered 404/410") }
+        return verdict
+    }
+
     /// How long a batch waits when its host's breaker refused the attempt after the gate had
-    /// let it through (another batch took the probe meanwhile): the probe's answer comes first.
+    /// let it through (`probeTaken`).
     package static let probeTakenPostponeMs: Int64 = 1000
 
     /// How long a `clear` may be retried: a badge still too high a day later is better left to
     /// the next message's push than sent.
     package static let clearLifetimeMs: Int64 = 86_400_000
-
-    /// An ack's consequences depend on no setting (the store applies them without a policy at
-    /// hand): the user's pending message jobs up to the cursor are cancelled on every device, and
-    /// devices already pushed something now read get a `clear`.
-    package static func decideAck(pushedDevices: [String]) -> [DeliveryAction] {
-        [.cancel(.acked)] + pushedDevices.map { .sendClear(deviceId: $0) }
-    }
 }

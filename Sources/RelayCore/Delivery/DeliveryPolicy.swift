@@ -56,6 +56,8 @@ package struct DeliveryPolicy: Sendable, Equatable {
         /// Due again at `at` without counting an attempt: the request was never processed, so
         /// the backoff must not grow (`attempts` stays as it was).
         case requeue(reason: String, at: Int64)
+        /// Due again at `until` without an attempt made: its host is paused by its breaker.
+        case postponed(until: Int64)
         case dead(error: String)
     }
 
