@@ -47,7 +47,7 @@ package final class LiveGateway: WebSocketLoopDelegate {
         let session = LiveSession(
             handle: handle, userId: userId, deviceId: deviceId, store: store,
             logger: logger.with("user.id", userId).with("device.id", deviceId), delivery: delivery,
-            tokenExpiresAt: claims.expiresAt + auth.leewaySeconds, now: hub.now)
+            tokenExpiresAt: claims.expiresAt + auth.leewaySeconds, clock: hub.clock)
         hub.register(session, background: background)  // before the catch-up is read: see LiveSession
         if accessLog { session.logger.info("websocket opened", ("after", String(after))) }
         session.start(after: after, clientEpoch: epoch, pingIntervalMs: loop.configuration.pingIntervalMs)
@@ -86,7 +86,7 @@ package final class LiveGateway: WebSocketLoopDelegate {
             let logger = self.logger
             let hub = self.hub
             let userId = session.userId
-            store.ack(userId: userId, seq: seq, epoch: json["epoch"]?.stringValue, now: hub.now()) { result in
+            store.ack(userId: userId, seq: seq, epoch: json["epoch"]?.stringValue, now: hub.clock.now()) { result in
                 switch result {
                 case .success(.acknowledged(let ackSeq)): hub.acknowledged(userId: userId, seq: ackSeq)
                 case .success: break
@@ -131,7 +131,7 @@ package final class LiveGateway: WebSocketLoopDelegate {
 
     package func webSocketClosed(_ connection: WebSocketHandle, code: UInt16) {
         if let session = hub.session(connection.id), accessLog {
-            let seconds = Double(MonotonicClock.milliseconds() - session.openedAt) / 1000
+            let seconds = Double(hub.clock.uptimeMs() - session.openedAt) / 1000
             session.logger.info(
                 "websocket closed", ("code", String(code)), ("seconds", String((seconds * 10).rounded() / 10)))
         }

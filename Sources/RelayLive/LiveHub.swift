@@ -22,7 +22,7 @@ package final class LiveHub: Sendable {
     private let state: LockedValue<State>
     let store: any RelayStore
     let logger: Logger
-    package let now: @Sendable () -> Timestamp
+    package let clock: RelayClock
     private let events: any RelayEventSink
     /// Presence reports and token expiries are checked on this timer, armed while sockets are
     /// open or reports are pending (the app starts it; an idle relay does not wake for it).
@@ -37,12 +37,12 @@ package final class LiveHub: Sendable {
     /// flip back sooner (`PresenceTracker`).
     package init(
         store: any RelayStore, logger: Logger, events: any RelayEventSink, delivery: DeliveryPolicy, leaseMs: Int64,
-        now: @escaping @Sendable () -> Timestamp
+        clock: RelayClock
     ) {
         self.store = store
         self.logger = logger
         self.events = events
-        self.now = now
+        self.clock = clock
         self.leaseMs = leaseMs
         state = LockedValue(State(presence: PresenceTracker(delayMs: delivery.pushDelayMs, leaseMs: leaseMs)))
     }
@@ -51,7 +51,7 @@ package final class LiveHub: Sendable {
     /// lease when due; called by a timer. On a cluster, the delivering node reports for all
     /// (every node sees every change; one reports it).
     package func reportDuePresence() {
-        let time = now()
+        let time = clock.now()
         let (changes, lease) = state.withLock { $0.presence.due(at: time) }
         if let lease { store.renewLease(until: lease) }
         guard store.delivers else { return }
@@ -67,7 +67,7 @@ package final class LiveHub: Sendable {
         _ userId: String, _ deviceId: String,
         _ change: (inout State, Timestamp) -> PresenceTracker.Transition
     ) {
-        let time = now()
+        let time = clock.now()
         defer { ticks.arm(afterMilliseconds: Self.tickIntervalMs) }
         let transition = state.withLock { change(&$0, time) }
         if let lease = transition.lease { store.renewLease(until: lease) }
@@ -134,7 +134,7 @@ package final class LiveHub: Sendable {
 
     /// The ack cursor of `userId` moved: tell the chat server (`message.acked`).
     package func acknowledged(userId: String, seq: Int64) {
-        events.emit(.messageAcked(userId: userId, seq: seq, at: now()))
+        events.emit(.messageAcked(userId: userId, seq: seq, at: clock.now()))
     }
 
     // MARK: Presence
@@ -153,7 +153,7 @@ package final class LiveHub: Sendable {
 
     /// A device went online or offline on another node.
     package func presenceElsewhere(node: String, userId: String, deviceId: String, online: Bool) {
-        let time = now()
+        let time = clock.now()
         state.withLock {
             $0.presence.elsewhere(node: node, userId: userId, deviceId: deviceId, online: online, at: time)
         }
@@ -169,7 +169,7 @@ package final class LiveHub: Sendable {
     /// Reads the other nodes' devices afresh (at start, and when notifications may have been missed).
     package func loadClusterPresence() {
         guard let entries = try? store.clusterPresence() else { return }
-        let time = now()
+        let time = clock.now()
         state.withLock {
             $0.presence.replaceElsewhere(
                 with: entries.map { ($0.nodeId, $0.userId, $0.deviceId, $0.leaseUntil) }, at: time)
@@ -181,7 +181,7 @@ package final class LiveHub: Sendable {
     /// Takes offline the devices of nodes whose lease ended; the delivering node also forgets
     /// those nodes in the store. Called by the `leases` timer.
     package func expireLeases() {
-        let time = now()
+        let time = clock.now()
         let ended = state.withLock { $0.presence.expireLeases(at: time) }
         if !ended.isEmpty {
             logger.warning("node lease ended: its devices are offline", ("nodes", ended.joined(separator: ",")))
@@ -193,7 +193,7 @@ package final class LiveHub: Sendable {
 
     private func armLeases() {
         guard let next = state.withLock({ $0.presence.nextLeaseExpiry }) else { return }
-        leases.arm(afterMilliseconds: max(0, next.milliseconds - now().milliseconds) + 1)
+        leases.arm(afterMilliseconds: max(0, next.milliseconds - clock.now().milliseconds) + 1)
     }
 
     // MARK: Fan-out

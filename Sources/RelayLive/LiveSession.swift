@@ -27,7 +27,7 @@ package final class LiveSession: Sendable {
     /// Carries `user.id` and `device.id`.
     let logger: Logger
     /// When the socket was opened (monotonic milliseconds), for the close line.
-    let openedAt = MonotonicClock.milliseconds()
+    let openedAt: Int64
     private struct Cursor {
         /// The highest seq this client has been sent (or had when it connected).
         var lastSent: Int64 = 0
@@ -59,13 +59,14 @@ package final class LiveSession: Sendable {
     static let pageSize = 500
     static let pageBytes = 1 << 20
 
-    private let now: @Sendable () -> Timestamp
+    private let clock: RelayClock
 
     init(
         handle: WebSocketHandle, userId: String, deviceId: String, store: any RelayStore, logger: Logger,
-        delivery: DeliveryPolicy, tokenExpiresAt: Int64, now: @escaping @Sendable () -> Timestamp
+        delivery: DeliveryPolicy, tokenExpiresAt: Int64, clock: RelayClock
     ) {
-        self.now = now
+        self.clock = clock
+        openedAt = clock.uptimeMs()
         self.tokenExpiresAt = Atomic(tokenExpiresAt)
         self.delivery = delivery
         self.handle = handle
@@ -156,7 +157,7 @@ package final class LiveSession: Sendable {
     /// before `synced` leaves, so before any ack the client sends for it.
     private func caughtUp(to lastSent: Int64) {
         store.markFetched(userId: userId, seq: lastSent)
-        let time = now().milliseconds
+        let time = clock.now().milliseconds
         let until = delivery.caughtUp(currentDue: time, now: time)
         store.awaitAck(userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
     }
@@ -223,7 +224,7 @@ package final class LiveSession: Sendable {
             retryAt.store(Int64.max, ordering: .relaxed)
         } catch {
             let first = retryAt.compareExchange(
-                expected: Int64.max, desired: MonotonicClock.milliseconds() + Self.retryIntervalMs, ordering: .relaxed
+                expected: Int64.max, desired: clock.uptimeMs() + Self.retryIntervalMs, ordering: .relaxed
             ).exchanged
             if first { logger.warning("live read failed; the socket stays open, reading again", ("error", "\(error)")) }
         }

@@ -42,7 +42,7 @@ extension RelayAPI {
             }
         }
         let valid = validItems
-        let createdAt = now()
+        let createdAt = clock.now()
         let messages = valid.map { entry in
             NewMessage(
                 message: entry.message, fingerprint: entry.fingerprint, now: createdAt, delivery: delivery,

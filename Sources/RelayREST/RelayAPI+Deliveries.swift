@@ -33,7 +33,7 @@ extension RelayAPI {
     func retryDelivery(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
         guard let id = Int64(request.parameter("id")), id > 0 else { throw .notFound("no delivery with this id") }
-        let time = now()
+        let time = clock.now()
         store.retryDelivery(
             id: id, now: time, expiresAt: Timestamp(milliseconds: time.milliseconds + config.retentionS * 1000),
             completion: onStore(reply) { (outcome: RetryOutcome) in

@@ -42,7 +42,7 @@ extension RelayAPI {
                 "the \(transport.kind == .webhook ? "push URL" : "Web Push endpoint")'s host or port is not allowed; "
                     + "add 'host:port' to PUSHRELAY_PUSH_ALLOWED_HOSTS")
         }
-        let now = self.now()
+        let now = clock.now()
         let device = Device(
             userId: userId, deviceId: deviceId, target: transport.target, platform: platform,
             contentFree: contentFree, createdAt: now, updatedAt: now, matrix: matrix)
@@ -94,7 +94,7 @@ extension RelayAPI {
         try auth.requireServer(request)
         let userId = try request.identifier("userId")
         let deviceId = try request.identifier("deviceId")
-        let time = now()
+        let time = clock.now()
         let revocations = auth.revocations
         let live = self.live
         store.deleteDevice(
@@ -133,7 +133,7 @@ extension RelayAPI {
                 try fields.optionalInteger("ttl", in: ClientClaims.mintedLifetimes) ?? ClientClaims.defaultLifetime
             )
         }
-        let issuedAt = now().seconds
+        let issuedAt = clock.now().seconds
         let claims = ClientClaims(userId: userId, deviceId: deviceId, expiresAt: issuedAt + ttl, issuedAt: issuedAt)
         var writer = JSONWriter()
         writer.beginObject()

@@ -51,7 +51,7 @@ extension RelayAPI {
         }
         let live = self.live
         store.ack(
-            userId: userId, seq: seq, epoch: epoch, now: now(),
+            userId: userId, seq: seq, epoch: epoch, now: clock.now(),
             completion: onStore(reply) { (outcome: AckOutcome) in
                 switch outcome {
                 case .acknowledged(let ackSeq):

@@ -113,7 +113,7 @@ extension RelayAPI {
     ) {
         guard let device = devices.first else { return done() }
         store.queueBadge(
-            userId: device.userId, deviceId: device.deviceId, badge: badge, now: now(),
+            userId: device.userId, deviceId: device.deviceId, badge: badge, now: clock.now(),
             completion: onStore(reply) { [self] (_: Void) in
                 updateBadges(Array(devices.dropFirst()), badge: badge, reply, then: done)
             })

@@ -40,7 +40,7 @@ extension RelayAPI {
     ) {
         let metrics = self.metrics
         let live = self.live
-        let createdAt = now()
+        let createdAt = clock.now()
         store.accept(
             NewMessage(
                 message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery,
@@ -70,7 +70,7 @@ extension RelayAPI {
         guard Identifier.isValidMessageId(id) else {
             throw .invalid("'id' must be 1 to 200 bytes without control characters or '/', and not 'batch'")
         }
-        let now = self.now()
+        let now = clock.now()
         guard let message = try read(reply, { () throws(StoreError) in try store.message(id: id, now: now) }) else {
             throw .notFound("no message with this id (never accepted, or already pruned)")
         }

@@ -39,7 +39,7 @@ extension RelayAPI {
         let online = live.onlineDevices(userId)
         let ids = Set(registered.map(\.deviceId)).union(seen.keys).union(online).sorted()
         writer.presence(
-            userId: userId, devices: ids.map { ($0, online.contains($0), seen[$0]) }, now: now())
+            userId: userId, devices: ids.map { ($0, online.contains($0), seen[$0]) }, now: clock.now())
     }
 
     /// `POST /v1/users/{userId}/presence {state, deviceId?}`: a client reports going to the

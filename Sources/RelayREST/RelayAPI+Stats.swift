@@ -15,15 +15,15 @@ extension RelayAPI {
     /// `statsCacheMs` old.
     func getStats(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         try auth.requireServer(request)
-        let clock = MonotonicClock.milliseconds()
+        let uptime = clock.uptimeMs()
         let jobs: [JobState: Int]
-        if let cached = jobCounts.withLock({ $0.value(now: clock) }) {
+        if let cached = jobCounts.withLock({ $0.value(now: uptime) }) {
             jobs = cached
         } else {
             jobs = try read(reply) { () throws(StoreError) in try store.pushJobCounts() }
-            jobCounts.withLock { $0.store(jobs, now: clock) }
+            jobCounts.withLock { $0.store(jobs, now: uptime) }
         }
-        let time = now()
+        let time = clock.now()
         let totals = metrics.totals
         let online = live.onlineUsers(limit: 100)
         var writer = JSONWriter(capacity: 1024)

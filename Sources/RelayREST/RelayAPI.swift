@@ -21,7 +21,7 @@ package final class RelayAPI: Sendable {
     let metrics: Metrics
     let logger: Logger
     let allowList: HostAllowList
-    let now: @Sendable () -> Timestamp
+    let clock: RelayClock
     /// The WebSocket gateway and presence tracker.
     let live: any LiveSide
     /// The push hosts whose circuit breakers are open now (`GET /v1/stats`).
@@ -98,11 +98,11 @@ package final class RelayAPI: Sendable {
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
         allowList: HostAllowList, live: any LiveSide,
         openBreakers: @escaping @Sendable () -> [(host: String, state: CircuitBreaker.State)], vapidPublicKey: String?,
-        now: @escaping @Sendable () -> Timestamp
+        clock: RelayClock
     ) {
         self.openBreakers = openBreakers
         self.vapidPublicKey = vapidPublicKey
-        startedAt = now()
+        startedAt = clock.now()
         self.config = config
         self.store = store
         self.auth = auth
@@ -110,7 +110,7 @@ package final class RelayAPI: Sendable {
         self.logger = logger
         self.allowList = allowList
         self.live = live
-        self.now = now
+        self.clock = clock
         delivery = config.deliveryPolicy
         jobCounts = LockedValue(CachedValue(windowMs: config.statsCacheMs))
         allowedOrigins =

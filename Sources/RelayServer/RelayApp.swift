@@ -32,19 +32,18 @@ package final class RelayApp: @unchecked Sendable {
     private let prune = DemandTimer()
     /// Gives freed heap back to the system a few seconds after socket churn.
     private let trim = DemandTimer()
-    /// The wall clock (`init`'s `clock`).
-    private let clock: @Sendable () -> Timestamp
+    /// Wall and monotonic time (`init`'s `clock`).
+    private let clock: RelayClock
     /// Everything with a start and a stop, in start order (see `start()`).
     private var services = ServiceGroup([])
 
     /// Opens the store (creating secrets on first start) and builds everything; serves nothing yet.
-    /// `clock` is the wall clock every part reads (the in-process tests stop or step it).
-    package init(
-        config: RelayConfig, logger: Logger, clock: @escaping @Sendable () -> Timestamp = { Timestamp.now }
-    ) throws {
+    /// `clock` is the time every part reads (the in-process tests stop or step it).
+    package init(config: RelayConfig, logger: Logger, clock: RelayClock = .system) throws {
         self.config = config
         self.logger = logger
         self.clock = clock
+        let now = clock.now
         let metrics = Metrics()
         let commits = CommitSignal()
         store = try SQLStore(
@@ -68,7 +67,7 @@ package final class RelayApp: @unchecked Sendable {
         let events = EventOutbox(store: store, metrics: metrics, logger: logger, deliver: config.eventsUrl != nil)
         let hub = LiveHub(
             store: store, logger: logger, events: events, delivery: config.deliveryPolicy, leaseMs: config.nodeLeaseMs,
-            now: clock)
+            clock: clock)
         let webhookKey = secrets.webhookSecret.key
         let services = try PushServices(config: config)
         let apnsClient = try services.apnsClient(config: config)
@@ -81,8 +80,8 @@ package final class RelayApp: @unchecked Sendable {
             allowList: allowList, metrics: metrics, logger: logger, events: events,
             eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
             services: { sender in
-                services.providers(config: config, sender: sender, apnsClient: apnsClient, now: clock)
-            }, now: clock)
+                services.providers(config: config, sender: sender, apnsClient: apnsClient, now: now)
+            }, now: now)
         commits.listen(from: .jobs) { [weak notifier] in notifier?.wake() }
         let prune = self.prune
         let pruneIntervalMs = config.pruneIntervalS * 1000
@@ -94,11 +93,11 @@ package final class RelayApp: @unchecked Sendable {
                     ratePerSecond: Double(config.rateLimitServerPerS), burst: Double(config.rateLimitServerPerS) * 2),
                 client: .init(
                     ratePerSecond: Double(config.rateLimitClientPerS), burst: Double(config.rateLimitClientPerS) * 3)),
-            now: clock)
+            now: now)
         gateway = LiveGateway(
             loop: webSockets, hub: hub, store: store, logger: logger, delivery: config.deliveryPolicy, auth: auth,
             accessLog: config.accessLog,
-            signals: SignalForwarder(maxInFlight: config.signalsMaxInFlight, metrics: metrics, now: clock) {
+            signals: SignalForwarder(maxInFlight: config.signalsMaxInFlight, metrics: metrics, now: now) {
                 [notifier] event, done in notifier.sendNow(event, done: done)
             })
         // Other nodes' commits (PostgreSQL): their messages go to the sessions held here, their
@@ -140,7 +139,7 @@ package final class RelayApp: @unchecked Sendable {
             config: config, store: store, auth: auth, metrics: metrics,
             logger: logger, allowList: allowList, live: gateway,
             openBreakers: { [notifier] in notifier.breakerStates },
-            vapidPublicKey: services.vapid?.publicKey, now: clock)
+            vapidPublicKey: services.vapid?.publicKey, clock: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
         httpConfig.threads = config.httpThreads
@@ -152,9 +151,9 @@ package final class RelayApp: @unchecked Sendable {
         httpConfig.render = { APIError($0).response }
         httpConfig.headerTimeoutMs = config.requestHeaderTimeoutMs
         httpConfig.bodyTimeoutMs = config.requestBodyTimeoutMs
-        let throttle = LogThrottle(linesPerSecond: 2, burst: 10, now: clock())
+        let throttle = LogThrottle(linesPerSecond: 2, burst: 10, now: now())
         httpConfig.errorLog = { [logger] text in
-            guard let dropped = throttle.admit(now: clock()) else { return }
+            guard let dropped = throttle.admit(now: now()) else { return }
             logger.warning("http server error", ("detail", text), ("suppressed", String(dropped)))
         }
         let api = self.api
@@ -210,7 +209,7 @@ package final class RelayApp: @unchecked Sendable {
         let prune = self.prune
         let clock = self.clock
         prune.start {
-            let now = clock()
+            let now = clock.now()
             store.prune(now: now, retentionSeconds: retention) { result in
                 switch result {
                 case .success(let pruned):
@@ -238,8 +237,8 @@ package final class RelayApp: @unchecked Sendable {
         hub.loadClusterPresence()
         hub.ticks.start {
             hub.reportDuePresence()
-            hub.closeExpiredSessions(now: hub.now())
-            hub.retryStalledSessions(now: MonotonicClock.milliseconds())
+            hub.closeExpiredSessions(now: hub.clock.now())
+            hub.retryStalledSessions(now: hub.clock.uptimeMs())
             trim.arm(afterMilliseconds: 5000)
             if hub.needsTicks { hub.ticks.arm(afterMilliseconds: LiveHub.tickIntervalMs) }
         }
@@ -263,8 +262,13 @@ package final class RelayApp: @unchecked Sendable {
 }
 
 extension Timestamp {
-    /// The system's wall clock: `RelayApp`'s default clock.
+    /// The system's wall clock.
     package static var now: Timestamp {
         Timestamp(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
     }
+}
+
+extension RelayClock {
+    /// The system's clocks: `RelayApp`'s default.
+    package static let system = RelayClock(now: { Timestamp.now }, uptimeMs: { MonotonicClock.milliseconds() })
 }

@@ -14,7 +14,7 @@ final class InProcessRelay: @unchecked Sendable {
     let baseURL: URL
     let directory: URL
 
-    /// `clock`: a wall clock the test stops or steps; nil, the system's.
+    /// `clock`: time the test stops or steps (wall and monotonic); nil, the system's.
     init(clock: SteppedClock? = nil, _ configure: (inout RelayConfig) -> Void = { _ in }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inprocess-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -24,8 +24,7 @@ final class InProcessRelay: @unchecked Sendable {
         config.db = try RelayProcess.freshDatabase(in: directory)
         config.serverKeys = [RelayProcess.serverKey]
         configure(&config)
-        let now: @Sendable () -> Timestamp = if let clock { { clock.now } } else { { Timestamp.now } }
-        let app = try RelayApp(config: config, logger: Logger(level: .warning), clock: now)
+        let app = try RelayApp(config: config, logger: Logger(level: .warning), clock: clock?.relayClock ?? .system)
         do {
             guard let url = URL(string: try app.start()) else {
                 throw RelayProcess.LaunchError(description: "the relay answered no URL")
@@ -66,4 +65,7 @@ final class SteppedClock: Sendable {
     var now: Timestamp { time.withLock { $0 } }
 
     func advance(milliseconds: Int64) { time.withLock { $0 = Timestamp(milliseconds: $0.milliseconds + milliseconds) } }
+
+    /// Both of the relay's clocks, stepped together (the monotonic one from the same origin).
+    var relayClock: RelayClock { RelayClock(now: { self.now }, uptimeMs: { self.now.milliseconds }) }
 }
