@@ -159,12 +159,14 @@ enum Migrations {
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.
-    static func apply(to connection: SQLiteConnection) throws(SQLiteError) {
+    static func apply(to connection: SQLiteConnection) throws(DatabaseError) {
         let current = try connection.userVersion
         guard current <= all.count else {
-            throw SQLiteError(
-                code: 1, message: "database schema version \(current) is newer than this build (\(all.count))", sql: nil
-            )
+            throw DatabaseError.sqlite(
+                SQLiteError(
+                    code: 1, message: "database schema version \(current) is newer than this build (\(all.count))",
+                    sql: nil
+                ))
         }
         for version in current..<all.count {
             try connection.execute("BEGIN IMMEDIATE")

@@ -40,7 +40,7 @@ package final class PostgresConnection: SQLConnection {
             case sync
         }
         var unread: [Command] = []
-        var error: PostgresError?
+        var error: DatabaseError?
         var commitTag: String?
         var publicationFailed = false
     }
@@ -54,15 +54,15 @@ package final class PostgresConnection: SQLConnection {
     private let setup: String?
 
     /// Connects to `uri`, then runs `setup` (settings for the session; again after a reconnect).
-    package init(uri: String, setup: String? = nil) throws(PostgresError) {
+    package init(uri: String, setup: String? = nil) throws(DatabaseError) {
         self.setup = setup
         guard let connection = PQconnectdb(uri) else {
-            throw PostgresError(sqlState: "", message: "out of memory", sql: nil)
+            throw .postgres(PostgresError(sqlState: "", message: "out of memory", sql: nil))
         }
         guard PQstatus(connection) == CONNECTION_OK else {
             let message = Self.text(PQerrorMessage(connection))
             PQfinish(connection)
-            throw PostgresError(sqlState: "", message: message, sql: nil)
+            throw .postgres(PostgresError(sqlState: "", message: message, sql: nil))
         }
         handle = connection
         // Notices ("relation … already exists, skipping") are not errors: keep them off stderr.
@@ -82,12 +82,12 @@ package final class PostgresConnection: SQLConnection {
     private var lost = false
 
     /// Reopens a broken connection with the same parameters.
-    func reconnect() throws(PostgresError) {
+    func reconnect() throws(DatabaseError) {
         guard isBroken else { return }
         PQreset(handle)
         lost = false
         prepared.removeAll()  // they lived in the old session
-        guard !isBroken else { throw PostgresError(sqlState: "", message: lastErrorMessage, sql: nil) }
+        guard !isBroken else { throw .postgres(PostgresError(sqlState: "", message: lastErrorMessage, sql: nil)) }
         if let setup { try exec(setup) }
     }
 
@@ -97,20 +97,22 @@ package final class PostgresConnection: SQLConnection {
 
     // MARK: Statements
 
-    package func execute(_ sql: String) throws {
+    package func execute(_ sql: String) throws(DatabaseError) {
         guard pipeline != nil else { return try exec(sql) }
         guard PQsendQueryParams(handle, sql, 0, nil, nil, nil, nil, 0) != 0 else { throw connectionError(sql) }
         PQclear(try awaitResult(of: sql))
     }
 
     /// Runs `sql` (one or more statements without parameters) outside a pipeline.
-    private func exec(_ sql: String) throws(PostgresError) {
+    private func exec(_ sql: String) throws(DatabaseError) {
         let result = PQexec(handle, sql)
         defer { PQclear(result) }
         try check(result, sql)
     }
 
-    package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {
+    package func scan(
+        _ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws(DatabaseError) -> Bool
+    ) throws(DatabaseError) {
         let result: OpaquePointer?
         if pipeline != nil {
             try sendDeferred()
@@ -130,7 +132,7 @@ package final class PostgresConnection: SQLConnection {
 
     /// In a pipelined transaction, queued without waiting for its result (an error surfaces at
     /// the next statement that waits, or at the commit).
-    package func run(_ sql: String, _ bindings: [SQLValue]) throws {
+    package func run(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) {
         if pipeline != nil {
             deferred.append((sql, bindings))
             return
@@ -141,7 +143,7 @@ package final class PostgresConnection: SQLConnection {
     }
 
     /// Runs `sql` as a prepared statement; the caller clears the result.
-    private func run(prepared sql: String, _ bindings: [SQLValue]) throws(PostgresError) -> OpaquePointer? {
+    private func run(prepared sql: String, _ bindings: [SQLValue]) throws(DatabaseError) -> OpaquePointer? {
         let name = try statementName(sql)
         let result = withParameters(bindings) { values, lengths, formats in
             PQexecPrepared(handle, name, Int32(bindings.count), values, lengths, formats, 0)
@@ -156,7 +158,7 @@ package final class PostgresConnection: SQLConnection {
     }
 
     /// Sends the deferred statements (see `deferred`).
-    private func sendDeferred() throws(PostgresError) {
+    private func sendDeferred() throws(DatabaseError) {
         defer { deferred.removeAll(keepingCapacity: true) }
         for (sql, bindings) in deferred {
             try send(prepared: sql, bindings)
@@ -165,7 +167,7 @@ package final class PostgresConnection: SQLConnection {
     }
 
     /// Queues `sql` (prepared first if it is new to this session) in the pipeline.
-    private func send(prepared sql: String, _ bindings: [SQLValue]) throws(PostgresError) {
+    private func send(prepared sql: String, _ bindings: [SQLValue]) throws(DatabaseError) {
         let name: String
         if let known = prepared[sql] {
             name = known
@@ -234,7 +236,7 @@ package final class PostgresConnection: SQLConnection {
     /// Sends what is queued and a sync point, reads the results of the commands before the last
     /// one sent (`sql`), then its own; the caller clears it. The first error of any of them is
     /// thrown.
-    private func awaitResult(of sql: String) throws(PostgresError) -> OpaquePointer? {
+    private func awaitResult(of sql: String) throws(DatabaseError) -> OpaquePointer? {
         guard PQpipelineSync(handle) != 0 else { throw connectionError(sql) }
         readQueued(syncing: false)
         let result = PQgetResult(handle)
@@ -285,7 +287,7 @@ package final class PostgresConnection: SQLConnection {
                 continue
             }
             let result = PQgetResult(handle)
-            var failure: PostgresError?
+            var failure: DatabaseError?
             if result != nil {
                 do {
                     try check(result, sql)
@@ -342,11 +344,11 @@ package final class PostgresConnection: SQLConnection {
         return PQresultStatus(result) == PGRES_PIPELINE_SYNC
     }
 
-    private func connectionError(_ sql: String?) -> PostgresError {
-        PostgresError(sqlState: "", message: lastErrorMessage, sql: sql)
+    private func connectionError(_ sql: String?) -> DatabaseError {
+        .postgres(PostgresError(sqlState: "", message: lastErrorMessage, sql: sql))
     }
 
-    private func statementName(_ sql: String) throws(PostgresError) -> String {
+    private func statementName(_ sql: String) throws(DatabaseError) -> String {
         if let name = prepared[sql] { return name }
         let name = "s\(prepared.count)"
         let result = PQprepare(handle, name, Self.numberPlaceholders(sql), 0, nil)
@@ -356,7 +358,7 @@ package final class PostgresConnection: SQLConnection {
         return name
     }
 
-    private func check(_ result: OpaquePointer?, _ sql: String) throws(PostgresError) {
+    private func check(_ result: OpaquePointer?, _ sql: String) throws(DatabaseError) {
         switch PQresultStatus(result) {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
             return
@@ -366,7 +368,7 @@ package final class PostgresConnection: SQLConnection {
             // No SQLSTATE on a failed statement: libpq's own report of a lost server (not a
             // pipeline's PGRES_PIPELINE_ABORTED, which follows another statement's error).
             if state.isEmpty, result == nil || PQresultStatus(result) == PGRES_FATAL_ERROR { lost = true }
-            throw PostgresError(sqlState: state, message: message, sql: sql)
+            throw .postgres(PostgresError(sqlState: state, message: message, sql: sql))
         }
     }
 
@@ -400,8 +402,8 @@ package final class PostgresConnection: SQLConnection {
 
     /// With sequential scans priced out (for this transaction only): a test's table of a few
     /// rows would be scanned whole, where one of millions is read through the index.
-    package func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws -> [String] {
-        try readSnapshot {
+    package func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) -> [String] {
+        try readSnapshot { () throws(DatabaseError) in
             try execute("SET LOCAL enable_seqscan = off")
             var steps: [String] = []
             try query("EXPLAIN " + sql, bindings) { steps.append($0.text(0)) }
@@ -411,7 +413,7 @@ package final class PostgresConnection: SQLConnection {
 
     // MARK: Transactions
 
-    package func schemaShape() throws -> SchemaShape {
+    package func schemaShape() throws(DatabaseError) -> SchemaShape {
         var shape = SchemaShape()
         try query(
             """
@@ -455,7 +457,7 @@ package final class PostgresConnection: SQLConnection {
         return shape
     }
 
-    package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
+    package func readSnapshot<T>(_ body: () throws(DatabaseError) -> T) throws(DatabaseError) -> T {
         try execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         do {
             let value = try body()
@@ -469,7 +471,7 @@ package final class PostgresConnection: SQLConnection {
 
     /// With `pipelined`, statements whose results are not needed (`run`) are sent without
     /// waiting for them: for a batch run without savepoints, which fails whole anyway.
-    package func beginWrite(pipelined: Bool) throws -> Bool {
+    package func beginWrite(pipelined: Bool) throws(DatabaseError) -> Bool {
         try reconnect()
         deferred.removeAll(keepingCapacity: true)
         do {
@@ -489,7 +491,7 @@ package final class PostgresConnection: SQLConnection {
     /// Sends `COMMIT` and, queued behind it, the transaction that publishes the notes, then
     /// reads every result in one round trip. If a pipelined statement had failed, the server
     /// skipped everything after it: neither the commit nor the publication happened.
-    package func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws {
+    package func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws(DatabaseError) {
         var notes = notes.map(\.line)
         if effect == .jobs { notes.append(ClusterNote.jobs.line) }
         if pipeline == nil {
@@ -503,7 +505,7 @@ package final class PostgresConnection: SQLConnection {
         if let error = finished.error { throw error }
         // A transaction that had failed answers COMMIT with ROLLBACK: nothing was stored.
         guard finished.commitTag == "COMMIT" else {
-            throw PostgresError(sqlState: "40000", message: "the transaction was rolled back", sql: "COMMIT")
+            throw .postgres(PostgresError(sqlState: "40000", message: "the transaction was rolled back", sql: "COMMIT"))
         }
         if finished.publicationFailed {
             // Committed all the same; the notes wait for the next commit.
@@ -520,9 +522,9 @@ package final class PostgresConnection: SQLConnection {
         _ = try? execute("ROLLBACK")
     }
 
-    package func savepoint() throws { try run("SAVEPOINT op") }
+    package func savepoint() throws(DatabaseError) { try run("SAVEPOINT op") }
 
-    package func releaseSavepoint() throws { try run("RELEASE SAVEPOINT op") }
+    package func releaseSavepoint() throws(DatabaseError) { try run("RELEASE SAVEPOINT op") }
 
     package func rollbackToSavepoint() {
         _ = try? run("ROLLBACK TO SAVEPOINT op")
@@ -536,7 +538,7 @@ package final class PostgresConnection: SQLConnection {
     /// a crash, the listeners' resync covers it. One `pg_notify` per 7,000 bytes of notes
     /// (PostgreSQL takes 8,000 per payload); with no notes, one that only says this node wrote
     /// (the delivering node's retention hears of it).
-    private func sendPublication(_ lines: [String]) throws(PostgresError) {
+    private func sendPublication(_ lines: [String]) throws(DatabaseError) {
         try send("BEGIN", [], as: .publication(sql: "BEGIN"))
         let local = "SELECT set_config('synchronous_commit', 'off', true)"
         try send(local, [], as: .publication(sql: local))
@@ -554,7 +556,7 @@ package final class PostgresConnection: SQLConnection {
     }
 
     /// Queues an unprepared command in the pipeline.
-    private func send(_ sql: String, _ bindings: [SQLValue], as command: Pipeline.Command) throws(PostgresError) {
+    private func send(_ sql: String, _ bindings: [SQLValue], as command: Pipeline.Command) throws(DatabaseError) {
         let sent = withParameters(bindings) { values, lengths, formats in
             PQsendQueryParams(handle, sql, Int32(bindings.count), nil, values, lengths, formats, 0)
         }

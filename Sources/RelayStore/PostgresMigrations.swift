@@ -183,17 +183,19 @@ enum PostgresMigrations {
 
     /// Brings the database to the newest version in one transaction, under a transaction-level
     /// advisory lock: a node starting meanwhile waits, then finds the schema done.
-    static func apply(to connection: PostgresConnection) throws {
+    static func apply(to connection: PostgresConnection) throws(DatabaseError) {
         try connection.execute("BEGIN")
-        do {
+        do throws(DatabaseError) {
             try connection.execute("SELECT pg_advisory_xact_lock(\(lock))")
             try connection.execute("CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL)")
             var current = 0
             try connection.query("SELECT max(version) FROM schema_version") { current = Int($0.int64(0)) }
             guard current <= all.count else {
-                throw PostgresError(
-                    sqlState: "", message: "database schema version \(current) is newer than this build (\(all.count))",
-                    sql: nil)
+                throw DatabaseError.postgres(
+                    PostgresError(
+                        sqlState: "",
+                        message: "database schema version \(current) is newer than this build (\(all.count))",
+                        sql: nil))
             }
             for version in current..<all.count {
                 try connection.execute(all[version])

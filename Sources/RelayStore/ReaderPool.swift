@@ -10,24 +10,25 @@ final class ReaderPool: Sendable {
         init(_ connection: any SQLConnection) { self.connection = connection }
     }
 
-    private let open: @Sendable () throws -> any SQLConnection
+    private let open: @Sendable () throws(DatabaseError) -> any SQLConnection
     private let idle = LockedValue<[Reader]>([])
     /// Free reader slots: bounds the open readers (each has its own cache or server backend);
     /// further readers wait for one.
     private let slots = LockedValue(ReaderPool.maxReaders)
     static let maxReaders = 8
 
-    init(open: @escaping @Sendable () throws -> any SQLConnection) { self.open = open }
+    init(open: @escaping @Sendable () throws(DatabaseError) -> any SQLConnection) { self.open = open }
 
     /// Runs `body` on an idle connection (opening one when none is idle). A connection found
     /// broken afterwards is closed, not lent again.
-    func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+    func read<T>(_ body: (any SQLConnection) throws(DatabaseError) -> T) throws(DatabaseError) -> T {
         slots.withLock(when: { $0 > 0 }) { $0 -= 1 }
         defer {
             slots.withLock { $0 += 1 }
             slots.signal()
         }
-        var reader = try idle.withLock({ $0.popLast() }) ?? Reader(open())
+        // (Not `??`: its autoclosure would rethrow the error untyped.)
+        var reader = if let idleReader = idle.withLock({ $0.popLast() }) { idleReader } else { Reader(try open()) }
         defer { if !reader.connection.isBroken { idle.withLock { $0.append(reader) } } }
         do {
             return try body(reader.connection)

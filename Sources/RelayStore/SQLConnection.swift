@@ -5,25 +5,28 @@
 /// connection's `dialect`.
 package protocol SQLStatements: AnyObject {
     /// Runs `sql` with `bindings`, calling `row` for each result row until it answers false.
-    func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws
+    func scan(
+        _ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws(DatabaseError) -> Bool) throws(DatabaseError)
     /// Runs a statement whose rows, if any, are not needed.
-    func run(_ sql: String, _ bindings: [SQLValue]) throws
+    func run(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError)
     /// Runs one or more statements without parameters.
-    func execute(_ sql: String) throws
+    func execute(_ sql: String) throws(DatabaseError)
     /// Rows changed by the last `run`.
     var changes: Int { get }
 }
 
 extension SQLStatements {
     /// Runs `sql` with `bindings`, calling `row` for each result row.
-    func query(_ sql: String, _ bindings: [SQLValue] = [], row: (any SQLRow) throws -> Void) throws {
-        try scan(sql, bindings) { statement in
+    func query(
+        _ sql: String, _ bindings: [SQLValue] = [], row: (any SQLRow) throws(DatabaseError) -> Void
+    ) throws(DatabaseError) {
+        try scan(sql, bindings) { statement throws(DatabaseError) in
             try row(statement)
             return true
         }
     }
 
-    func run(_ sql: String) throws { try run(sql, []) }
+    func run(_ sql: String) throws(DatabaseError) { try run(sql, []) }
 }
 
 /// One database connection: statements and transactions, the same on SQLite and PostgreSQL.
@@ -41,27 +44,27 @@ package protocol SQLConnection: SQLStatements {
     /// How the engine would run `sql`, one line per plan step (SQLite's `EXPLAIN QUERY PLAN`,
     /// PostgreSQL's `EXPLAIN`), priced as on a large table: for the checks that an index serves a
     /// query.
-    func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws -> [String]
+    func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) -> [String]
 
     /// The tables, indexes and triggers the database holds (`SchemaShape`).
-    func schemaShape() throws -> SchemaShape
+    func schemaShape() throws(DatabaseError) -> SchemaShape
 
     /// Runs `body` in a read transaction: every statement in it sees the same snapshot.
-    func readSnapshot<T>(_ body: () throws -> T) throws -> T
+    func readSnapshot<T>(_ body: () throws(DatabaseError) -> T) throws(DatabaseError) -> T
 
     /// Starts a write transaction (reconnecting first if the connection was lost). With
     /// `pipelined`, a statement whose result is not needed (`run`) may be sent without waiting
     /// for it, its error surfacing at the next statement that waits or at the commit: only for
     /// a transaction that fails whole when any write in it fails. Returns whether it is
     /// pipelined (an engine may not be).
-    func beginWrite(pipelined: Bool) throws -> Bool
+    func beginWrite(pipelined: Bool) throws(DatabaseError) -> Bool
     /// Commits it; unless it was only housekeeping, the other nodes hear of it (the `notes`, and
     /// whether jobs may have changed: `effect`). One node alone has nobody to tell.
-    func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws
+    func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws(DatabaseError)
     func rollbackWrite()
     /// Marks the start of one write inside the transaction.
-    func savepoint() throws
-    func releaseSavepoint() throws
+    func savepoint() throws(DatabaseError)
+    func releaseSavepoint() throws(DatabaseError)
     /// Undoes the write since `savepoint`.
     func rollbackToSavepoint()
 }

@@ -8,7 +8,7 @@ extension SQLStore {
     static func queuePushJobs(
         _ db: SQLWrite, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
         policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>, only: Set<String>? = nil
-    ) throws -> Bool {
+    ) throws(DatabaseError) -> Bool {
         var devices: [String] = []
         if db.isOptimistic, let prefetched = db.prefetched.devices[userId] {
             devices = prefetched
@@ -75,7 +75,7 @@ extension SQLStore {
         now: Timestamp, limit: Int, skipping: Set<String>, choosing admission: inout HostAdmission
     ) throws(StoreError) -> [DueDevice] {
         guard delivers else { return [] }
-        return try read { db in
+        return try read { db throws(DatabaseError) in
             var devices: [DueDevice] = []
             var seen = Set<String>()
             var scanned = 0
@@ -126,7 +126,7 @@ extension SQLStore {
     /// waiting for an ack are not due yet and stay out).
     package func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch] {
         guard delivers, !devices.isEmpty else { return [] }
-        return try read { db in
+        return try read { db throws(DatabaseError) in
             var result: [PushBatch] = []
             for due in devices {
                 let (userId, deviceId) = (due.userId, due.deviceId)
@@ -162,7 +162,7 @@ extension SQLStore {
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 let time = Int64(now.milliseconds)
                 for id in batch.jobIds {
                     switch result {
@@ -232,7 +232,7 @@ extension SQLStore {
 
     package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 try db.run(
                     """
                     UPDATE push_jobs SET due_at = \(db.dialect.greatest)(due_at, ?), updated_at = ?
@@ -271,8 +271,8 @@ extension SQLStore {
 
     /// The plans of the notifier's reads (for the test that they walk the pending index).
     package func notifierQueryPlans() throws(StoreError) -> [String] {
-        try read { db in
-            try ([Self.dueDevicesSQL(db.dialect)] + Self.nextDueSQL(db.dialect)).map { sql in
+        try read { db throws(DatabaseError) in
+            try ([Self.dueDevicesSQL(db.dialect)] + Self.nextDueSQL(db.dialect)).map { sql throws(DatabaseError) in
                 try db.queryPlan(sql, sql.contains("?") ? [.int(0)] : []).joined(separator: "\n")
             }
         }
@@ -280,7 +280,7 @@ extension SQLStore {
 
     package func nextDueAt() throws(StoreError) -> Timestamp? {
         guard delivers else { return nil }
-        return try read { db in
+        return try read { db throws(DatabaseError) in
             var earliest: Int64?
             for sql in Self.nextDueSQL(db.dialect) {
                 try db.query(sql) { row in
@@ -294,7 +294,9 @@ extension SQLStore {
     /// Inside an ack that moved the cursor from `old` to `new`: pending pushes at or below it are
     /// cancelled on every device, and devices already pushed in that range get a `clear` push
     /// (the badge goes down when the message was read elsewhere).
-    static func applyAckToPushes(_ db: any SQLStatements, userId: String, old: Int64, new: Int64, now: Int64) throws {
+    static func applyAckToPushes(
+        _ db: any SQLStatements, userId: String, old: Int64, new: Int64, now: Int64
+    ) throws(DatabaseError) {
         var pushed: [String] = []
         try db.query(
             """
@@ -322,7 +324,8 @@ extension SQLStore {
     }
 
     /// Ends the pending jobs `jobs` names as cancelled, `reason` their last error.
-    static func cancel(_ db: any SQLStatements, _ jobs: PendingPushes, reason: String, now: Int64) throws {
+    static func cancel(_ db: any SQLStatements, _ jobs: PendingPushes, reason: String, now: Int64) throws(DatabaseError)
+    {
         let scope: String
         let bindings: [SQLValue]
         switch jobs {
@@ -350,7 +353,7 @@ extension SQLStore {
     /// else the relay's own).
     static func queueClear(
         _ db: any SQLStatements, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
-    ) throws {
+    ) throws(DatabaseError) {
         try cancel(db, .clear(userId: userId, deviceId: deviceId), reason: CancelReason.superseded.rawValue, now: now)
         try db.run(
             """
@@ -406,7 +409,7 @@ extension SQLStore {
     /// Push jobs in `state`, newest first, optionally for one user.
     package func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord] {
         let (sql, bindings) = Self.deliveriesQuery(state: state, userId: userId, limit: limit)
-        return try read { db in
+        return try read { db throws(DatabaseError) in
             var records: [DeliveryRecord] = []
             try db.query(sql, bindings) { records.append(Self.deliveryRecord($0)) }
             return records
@@ -435,7 +438,7 @@ extension SQLStore {
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 var ackSeq: Int64 = 0
                 try db.query("SELECT ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) { ackSeq = $0.int64(0) }
                 try Self.queueClear(
@@ -444,7 +447,7 @@ extension SQLStore {
     }
 
     package func deliveries(messageId: String) throws(StoreError) -> [DeliveryRecord] {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var records: [DeliveryRecord] = []
             try db.query("SELECT \(Self.deliveryColumns) WHERE message_id = ? ORDER BY id", [.text(messageId)]) {
                 records.append(Self.deliveryRecord($0))
@@ -456,7 +459,7 @@ extension SQLStore {
     /// Exact, from the counters the triggers keep in each write's transaction (migration 6 on
     /// SQLite, 4 on PostgreSQL): a few rows, however many jobs are kept.
     package func pushJobCounts() throws(StoreError) -> [JobState: Int] {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var counts: [JobState: Int] = [:]
             try db.query(Self.pushJobCountsSQL) { row in
                 if let state = JobState(rawValue: row.text(0)) { counts[state] = Int(row.int64(1)) }
@@ -471,7 +474,7 @@ extension SQLStore {
     /// The other connections' counter rows, folded into shard 0 (PostgreSQL; on SQLite there is
     /// only shard 0). Rows a transaction still holds are skipped, so this waits on nobody (the
     /// next pass takes them); a row deleted here reappears at its connection's next change.
-    static func foldPushJobCounts(_ db: SQLWrite) throws {
+    static func foldPushJobCounts(_ db: SQLWrite) throws(DatabaseError) {
         guard db.dialect == .postgres else { return }
         try db.run(
             """
@@ -485,11 +488,13 @@ extension SQLStore {
     }
 
     /// What the migrations made (see `SchemaShape`).
-    package func schemaShape() throws(StoreError) -> SchemaShape { try read { try $0.schemaShape() } }
+    package func schemaShape() throws(StoreError) -> SchemaShape {
+        try read { db throws(DatabaseError) in try db.schemaShape() }
+    }
 
     /// How the database would run `sql` (see `SQLConnection.queryPlan`).
     package func queryPlan(_ sql: String, _ bindings: [SQLValue] = []) throws(StoreError) -> [String] {
-        try read { db in try db.queryPlan(sql, bindings) }
+        try read { db throws(DatabaseError) in try db.queryPlan(sql, bindings) }
     }
 
     /// Re-queues a dead job with a fresh attempt budget, due now and valid until `expiresAt`,
@@ -499,7 +504,7 @@ extension SQLStore {
         completion: @escaping @Sendable (Result<RetryOutcome, StoreError>) -> Void
     ) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 var record: DeliveryRecord?
                 try db.query("SELECT \(Self.deliveryColumns) WHERE id = ?", [.int(id)]) {
                     record = Self.deliveryRecord($0)
@@ -534,7 +539,7 @@ extension SQLStore {
     /// Queues an event (durably: it survives restarts), due at once.
     package func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 try db.run(
                     """
                     INSERT INTO event_jobs(webhook_id, type, body, state, due_at, expires_at, created_at, updated_at)
@@ -559,7 +564,7 @@ extension SQLStore {
 
     package func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob] {
         guard delivers else { return [] }
-        return try read { db in
+        return try read { db throws(DatabaseError) in
             var jobs: [EventJob] = []
             try db.query(Self.dueEventsSQL, [.int(now.milliseconds), .int(Int64(limit))]) { raw in
                 let row = raw.named(EventJobColumn.self)
@@ -579,7 +584,7 @@ extension SQLStore {
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 switch result {
                 case .delivered:
                     try db.run(
@@ -617,7 +622,7 @@ extension SQLStore {
 extension SQLStore {
     /// Pending push jobs (for /metrics), from the counters.
     package func pendingPushCount() throws(StoreError) -> Int {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var count = 0
             try db.query("SELECT CAST(sum(n) AS BIGINT) FROM push_job_counts WHERE state = \(JobState.pending.sql)") {
                 count = $0.isNull(0) ? 0 : Int($0.int64(0))

@@ -55,13 +55,13 @@ package final class SQLStore: RelayStore {
             connection.nodeId = nodeId
             writer = StoreWriter(
                 connection: connection, onBatch: onBatch,
-                lockKeys: { users, db in try Self.lockInboxes(users, db, epochFor: epochFor) })
+                lockKeys: { users, db throws(DatabaseError) in try Self.lockInboxes(users, db, epochFor: epochFor) })
         } catch {
-            throw .from(error)
+            throw .unavailable(error)
         }
         self.init(
             writer: writer,
-            readers: ReaderPool { try PostgresConnection(uri: database, setup: setup) },
+            readers: ReaderPool { () throws(DatabaseError) in try PostgresConnection(uri: database, setup: setup) },
             cluster: PostgresCluster(uri: database, nodeId: nodeId, leaseMilliseconds: nodeLeaseMs), epochFor: epochFor,
             onFailure: onFailure)
         try loadEpochKey(into: epochs)
@@ -85,12 +85,12 @@ package final class SQLStore: RelayStore {
             try connection.execute("PRAGMA temp_store = MEMORY")
             try Migrations.apply(to: connection)
         } catch {
-            throw .from(error)
+            throw .unavailable(error)
         }
         let epochs = LockedValue(InboxEpochs(key: ""))
         self.init(
             writer: StoreWriter(connection: connection, onBatch: onBatch),
-            readers: ReaderPool {
+            readers: ReaderPool { () throws(DatabaseError) in
                 let reader = try SQLiteConnection(path: path, readOnly: true)
                 try reader.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
                 return reader
@@ -136,7 +136,7 @@ package final class SQLStore: RelayStore {
     /// each other in a circle either. In an optimistic pass the same round trip brings back the
     /// head seqs and the active devices of those users (`BatchPrefetch`). (User ids are
     /// `[A-Za-z0-9._:@+=-]` and epochs hex: nothing in them needs escaping in an array literal.)
-    static func lockInboxes(_ users: [String], _ db: SQLWrite, epochFor: (String) -> String) throws {
+    static func lockInboxes(_ users: [String], _ db: SQLWrite, epochFor: (String) -> String) throws(DatabaseError) {
         func array(_ items: [String]) -> String { "{" + items.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}" }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
@@ -193,7 +193,8 @@ package final class SQLStore: RelayStore {
         let epochFor = self.epochFor
         writer.submit(
             effect: \.effect, leadIfIdle: true, rows: new.message.recipients.count, locking: new.message.recipients,
-            { db in try Self.accept(new, db, epochFor: epochFor) }, completion: { completion($0.map(\.outcome)) })
+            { db throws(DatabaseError) in try Self.accept(new, db, epochFor: epochFor) },
+            completion: { completion($0.map(\.outcome)) })
     }
 
     package func acceptBatch(
@@ -212,7 +213,7 @@ package final class SQLStore: RelayStore {
         for (index, new) in messages.enumerated() {
             writer.submit(
                 effect: \.effect, rows: new.message.recipients.count, bulk: true, locking: new.message.recipients,
-                { db in try Self.accept(new, db, epochFor: epochFor) },
+                { db throws(DatabaseError) in try Self.accept(new, db, epochFor: epochFor) },
                 completion: { result in
                     if case .success(let accepted) = result { committed(index, accepted.outcome) }
                     let done = tally.withLock { $0.record(index, result.map(\.outcome)) }
@@ -231,7 +232,7 @@ package final class SQLStore: RelayStore {
     /// One message into the inboxes of its recipients, inside the caller's transaction.
     static func accept(
         _ new: NewMessage, _ db: SQLWrite, epochFor: (String) -> String
-    ) throws -> Accepted {
+    ) throws(DatabaseError) -> Accepted {
         let message = new.message
         var existing: (fingerprint: [UInt8], recipients: String, expiresAt: Int64)?
         // (Optimistically, a replay fails the insert into `messages` instead, and is answered in the rerun.)
@@ -332,7 +333,9 @@ package final class SQLStore: RelayStore {
     }
 
     /// Marks devices content-free (`PushTargets.contentFree`).
-    static func makeContentFree(_ db: any SQLStatements, _ devices: [String: Set<String>], now: Timestamp) throws {
+    static func makeContentFree(
+        _ db: any SQLStatements, _ devices: [String: Set<String>], now: Timestamp
+    ) throws(DatabaseError) {
         for (userId, deviceIds) in devices {
             for deviceId in deviceIds {
                 try db.run(
@@ -346,7 +349,9 @@ package final class SQLStore: RelayStore {
 
     /// Overwrites a stored message's content (`PushTargets.supersedes`); its inbox entries,
     /// times and recipients stay.
-    static func replaceContent(_ db: any SQLStatements, _ message: IncomingMessage, fingerprint: [UInt8]) throws {
+    static func replaceContent(
+        _ db: any SQLStatements, _ message: IncomingMessage, fingerprint: [UInt8]
+    ) throws(DatabaseError) {
         try db.run(
             """
             UPDATE messages SET fingerprint = ?, conversation_id = ?, sender_id = ?, payload = ?, push = ?, priority = ?
@@ -366,7 +371,7 @@ package final class SQLStore: RelayStore {
     static func queueMissingPushJobs(
         _ db: SQLWrite, _ targets: PushTargets, recipients: [RecipientSeq], message: IncomingMessage,
         new: NewMessage, policy: DeliveryPolicy, expiresAt: Timestamp
-    ) throws -> Bool {
+    ) throws(DatabaseError) -> Bool {
         var queued = false
         for recipient in recipients {
             guard let devices = targets.devices[recipient.userId], !devices.isEmpty else { continue }
@@ -415,7 +420,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func message(id: String, now: Timestamp) throws(StoreError) -> StoredMessage? {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var found: StoredMessage?
             var recipients: [RecipientSeq] = []
             try db.query("SELECT \(MessageColumn.list) FROM messages WHERE id = ?", [.text(id)]) { raw in
@@ -456,7 +461,7 @@ package final class SQLStore: RelayStore {
     // MARK: Inbox
 
     package func inboxHead(userId: String) throws(StoreError) -> InboxHead {
-        try read { db in try self.head(userId, db) }
+        try read { db throws(DatabaseError) in try self.head(userId, db) }
     }
 
     enum HeadColumn: Int32, SQLColumns {
@@ -465,7 +470,7 @@ package final class SQLStore: RelayStore {
 
     static let headSQL = "SELECT \(HeadColumn.list) FROM inboxes WHERE user_id = ?"
 
-    private func head(_ userId: String, _ db: any SQLStatements) throws -> InboxHead {
+    private func head(_ userId: String, _ db: any SQLStatements) throws(DatabaseError) -> InboxHead {
         var head = InboxHead(
             userId: userId, epoch: epochFor(userId), headSeq: 0, ackSeq: 0, prunedSeq: 0)
         try db.query(Self.headSQL, [.text(userId)]) { raw in
@@ -493,9 +498,9 @@ package final class SQLStore: RelayStore {
     package func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
     ) throws(StoreError) -> CatchUpPage {
-        try read { db in
+        try read { db throws(DatabaseError) in
             // One read transaction: the head and the rows come from the same snapshot.
-            try db.readSnapshot {
+            try db.readSnapshot { () throws(DatabaseError) in
                 let head = try self.head(userId, db)
                 let window = CatchUpWindow(
                     after: after, clientEpoch: epoch, epoch: head.epoch, headSeq: head.headSeq,
@@ -524,7 +529,7 @@ package final class SQLStore: RelayStore {
     package func markFetched(userId: String, seq: Int64) {
         writer.submit(
             locking: [userId],
-            { db in
+            { db throws(DatabaseError) in
                 try db.run(
                     "UPDATE inboxes SET fetched_seq = ? WHERE user_id = ? AND fetched_seq < ?",
                     [.int(seq), .text(userId), .int(seq)])
@@ -537,7 +542,7 @@ package final class SQLStore: RelayStore {
     ) {
         writer.submit(
             locking: [userId],
-            { db in
+            { db throws(DatabaseError) in
                 let head = try self.head(userId, db)
                 if let epoch, epoch != head.epoch { return AckOutcome.epochMismatch(current: head.epoch) }
                 guard seq <= head.headSeq else { return .beyondHead(headSeq: head.headSeq) }
@@ -555,7 +560,7 @@ package final class SQLStore: RelayStore {
         _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void
     ) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 var createdAt: Int64?
                 try db.query(
                     "SELECT created_at FROM devices WHERE user_id = ? AND device_id = ?",
@@ -600,7 +605,7 @@ package final class SQLStore: RelayStore {
         completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 try db.run("DELETE FROM devices WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
                 db.prefetched.devices[userId] = nil
                 let existed = db.changes > 0
@@ -626,7 +631,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func tokenRevocations() throws(StoreError) -> [TokenRevocation] {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var revocations: [TokenRevocation] = []
             try db.query("SELECT \(RevocationColumn.list) FROM token_revocations") { raw in
                 let row = raw.named(RevocationColumn.self)
@@ -640,7 +645,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func devices(userId: String) throws(StoreError) -> [Device] {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var devices: [Device] = []
             try db.query("SELECT \(Self.deviceColumns) WHERE user_id = ? ORDER BY device_id", [.text(userId)]) {
                 devices.append(Self.device($0))
@@ -650,7 +655,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func device(matrixAppId appId: String, pushkey: String) throws(StoreError) -> Device? {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var found: Device?
             try db.query(
                 "SELECT \(Self.deviceColumns) WHERE matrix_app_id = ? AND matrix_pushkey = ?",
@@ -686,7 +691,7 @@ package final class SQLStore: RelayStore {
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 try db.run(
                     """
                     INSERT INTO presence(user_id, device_id, last_online) VALUES (?, ?, ?)
@@ -697,7 +702,7 @@ package final class SQLStore: RelayStore {
     }
 
     package func lastOnline(userId: String) throws(StoreError) -> [String: Timestamp] {
-        try read { db in
+        try read { db throws(DatabaseError) in
             var devices: [String: Timestamp] = [:]
             try db.query("SELECT device_id, last_online FROM presence WHERE user_id = ?", [.text(userId)]) {
                 devices[$0.text(0)] = Timestamp(milliseconds: $0.int64(1))
@@ -712,7 +717,7 @@ package final class SQLStore: RelayStore {
         let candidate = generate()
         let result = waitFor { (completion: @escaping @Sendable (Result<String, StoreError>) -> Void) in
             writer.submit(
-                { db in
+                { db throws(DatabaseError) in
                     // The first node to store it wins; every other one reads that.
                     try db.run(
                         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
@@ -734,7 +739,7 @@ package final class SQLStore: RelayStore {
         let cutoff = now.milliseconds - retentionSeconds * 1000
         writer.submit(
             effect: { _ in .maintenance },
-            { db in
+            { db throws(DatabaseError) in
                 try db.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS doomed(user_id TEXT NOT NULL, seq BIGINT NOT NULL, message_id TEXT NOT NULL)"
                 )
@@ -798,7 +803,7 @@ package final class SQLStore: RelayStore {
         case .probe: break
         }
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 try db.run(
                     """
                     INSERT INTO meta(key, value) VALUES ('ready_probe', 'ok')
@@ -809,11 +814,11 @@ package final class SQLStore: RelayStore {
 
     // MARK: Helpers
 
-    func read<T>(_ body: (any SQLConnection) throws -> T) throws(StoreError) -> T {
+    func read<T>(_ body: (any SQLConnection) throws(DatabaseError) -> T) throws(StoreError) -> T {
         do {
             return try readers.read(body)
         } catch {
-            throw .from(error)
+            throw .unavailable(error)
         }
     }
 
@@ -838,7 +843,7 @@ extension SQLStore {
     package func announcePresence(userId: String, deviceId: String, online: Bool) {
         guard let cluster else { return }
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 if online {
                     try db.run(
                         "INSERT INTO online_devices(node_id, user_id, device_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
@@ -855,7 +860,7 @@ extension SQLStore {
     package func renewLease(until: Timestamp) {
         guard let cluster else { return }
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 try db.run(
                     """
                     INSERT INTO nodes(node_id, lease_until) VALUES (?, ?)
@@ -873,7 +878,7 @@ extension SQLStore {
 
     package func clusterPresence() throws(StoreError) -> [RemotePresence] {
         guard let cluster else { return [] }
-        return try read { db in
+        return try read { db throws(DatabaseError) in
             var found: [RemotePresence] = []
             try db.query(
                 """
@@ -894,7 +899,7 @@ extension SQLStore {
     package func forgetNode(_ nodeId: String) {
         guard cluster != nil else { return }
         writer.submit(
-            { db in
+            { db throws(DatabaseError) in
                 try db.run("DELETE FROM online_devices WHERE node_id = ?", [.text(nodeId)])
                 try db.run("DELETE FROM nodes WHERE node_id = ?", [.text(nodeId)])
             }, completion: logFailure("forget node"))

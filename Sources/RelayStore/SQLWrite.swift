@@ -27,12 +27,12 @@ package final class SQLWrite: SQLStatements {
     func note(_ note: ClusterNote) { notes.append(note) }
 
     /// Marks the start of one write inside the transaction.
-    func savepoint() throws {
+    func savepoint() throws(DatabaseError) {
         notesAtSavepoint = notes.count
         try connection.savepoint()
     }
 
-    func releaseSavepoint() throws { try connection.releaseSavepoint() }
+    func releaseSavepoint() throws(DatabaseError) { try connection.releaseSavepoint() }
 
     /// Undoes the write since `savepoint`, its notes too.
     func rollbackToSavepoint() {
@@ -42,11 +42,13 @@ package final class SQLWrite: SQLStatements {
 
     // MARK: SQLStatements
 
-    package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {
+    package func scan(
+        _ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws(DatabaseError) -> Bool
+    ) throws(DatabaseError) {
         try connection.scan(sql, bindings, row: row)
     }
 
-    package func run(_ sql: String, _ bindings: [SQLValue]) throws { try connection.run(sql, bindings) }
-    package func execute(_ sql: String) throws { try connection.execute(sql) }
+    package func run(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) { try connection.run(sql, bindings) }
+    package func execute(_ sql: String) throws(DatabaseError) { try connection.execute(sql) }
     package var changes: Int { connection.changes }
 }

@@ -6,15 +6,15 @@ extension SQLiteConnection {
     /// snapshot (one read transaction) while the relay keeps writing. The copy is created 0600,
     /// like the database; an existing file at `path` (a symbolic link too, even dangling) is
     /// refused rather than overwritten.
-    package func backup(to path: String) throws(SQLiteError) {
+    package func backup(to path: String) throws(DatabaseError) {
         var info = stat()
         guard lstat(path, &info) != 0 else {
             let what = info.st_mode & S_IFMT == S_IFLNK ? "is a symbolic link" : "exists"
-            throw SQLiteError(code: SQLITE_CANTOPEN, message: "\(path) \(what); choose a new file", sql: nil)
+            throw .sqlite(SQLiteError(code: SQLITE_CANTOPEN, message: "\(path) \(what); choose a new file", sql: nil))
         }
         let destination = try SQLiteConnection(path: path)
         guard let backup = sqlite3_backup_init(destination.handle, "main", handle, "main") else {
-            throw SQLiteError(code: SQLITE_ERROR, message: destination.lastErrorMessage, sql: nil)
+            throw .sqlite(SQLiteError(code: SQLITE_ERROR, message: destination.lastErrorMessage, sql: nil))
         }
         var rc: Int32
         repeat {
@@ -23,7 +23,8 @@ extension SQLiteConnection {
         } while rc == SQLITE_OK || rc & 0xFF == SQLITE_BUSY || rc & 0xFF == SQLITE_LOCKED
         let finished = sqlite3_backup_finish(backup)
         guard rc == SQLITE_DONE, finished == SQLITE_OK else {
-            throw SQLiteError(code: rc == SQLITE_DONE ? finished : rc, message: destination.lastErrorMessage, sql: nil)
+            throw .sqlite(
+                SQLiteError(code: rc == SQLITE_DONE ? finished : rc, message: destination.lastErrorMessage, sql: nil))
         }
     }
 }
@@ -34,7 +35,7 @@ extension SQLStore {
         do {
             try SQLiteConnection(path: path, readOnly: true).backup(to: destination)
         } catch {
-            throw .from(error)
+            throw .unavailable(error)
         }
     }
 
@@ -44,10 +45,10 @@ extension SQLStore {
     /// instead of resuming from seqs the restored relay will hand out again.
     package static func renewEpochs(path: String) throws(StoreError) {
         let epochs = InboxEpochs(key: InboxEpochs.newKey())
-        do {
+        do throws(DatabaseError) {
             let connection = try SQLiteConnection(path: path)
             try connection.execute("BEGIN IMMEDIATE")
-            do {
+            do throws(DatabaseError) {
                 var users: [String] = []
                 try connection.query("SELECT user_id FROM inboxes") { users.append($0.text(0)) }
                 for user in users {
@@ -63,7 +64,7 @@ extension SQLStore {
                 throw error
             }
         } catch {
-            throw .from(error)
+            throw .unavailable(error)
         }
     }
 
@@ -88,7 +89,7 @@ extension SQLStore {
             try connection.query("SELECT key, value FROM meta") { secrets[$0.text(0)] = $0.text(1) }
             return secrets
         } catch {
-            throw .from(error)
+            throw .unavailable(error)
         }
     }
 }

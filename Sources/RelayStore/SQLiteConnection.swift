@@ -14,7 +14,7 @@ package final class SQLiteConnection: SQLConnection {
     /// With `buffersLog`, the connection writes its log through `CWALBuffer` (one `pwrite` per
     /// commit instead of two per page): only for a connection whose every commit syncs
     /// (`synchronous=FULL`), since other connections read the log as soon as a commit is listed.
-    package init(path: String, readOnly: Bool = false, buffersLog: Bool = false) throws(SQLiteError) {
+    package init(path: String, readOnly: Bool = false, buffersLog: Bool = false) throws(DatabaseError) {
         Self.configured
         try Self.refuseSymbolicLinks(path)
         if !readOnly { Self.createPrivately(path) }
@@ -26,7 +26,7 @@ package final class SQLiteConnection: SQLConnection {
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
             sqlite3_close_v2(db)
-            throw SQLiteError(code: rc, message: message, sql: nil)
+            throw .sqlite(SQLiteError(code: rc, message: message, sql: nil))
         }
         handle = db
         sqlite3_busy_timeout(db, 5000)
@@ -39,10 +39,11 @@ package final class SQLiteConnection: SQLConnection {
     /// Refuses a database whose file, `-wal`, `-shm` or `-journal` is a symbolic link, dangling or
     /// not: SQLite would follow it and create or fill its target (with the umask's mode, secrets
     /// and all) wherever it points. A link in a directory above is the operator's layout, and fine.
-    private static func refuseSymbolicLinks(_ path: String) throws(SQLiteError) {
+    private static func refuseSymbolicLinks(_ path: String) throws(DatabaseError) {
         for file in files(of: path) where isSymbolicLink(file) {
-            throw SQLiteError(
-                code: SQLITE_CANTOPEN, message: "\(file) is a symbolic link; name the file itself", sql: nil)
+            throw .sqlite(
+                SQLiteError(
+                    code: SQLITE_CANTOPEN, message: "\(file) is a symbolic link; name the file itself", sql: nil))
         }
     }
 
@@ -67,18 +68,18 @@ package final class SQLiteConnection: SQLConnection {
     }
 
     /// Runs one or more statements that return no rows.
-    package func execute(_ sql: String) throws(SQLiteError) {
+    package func execute(_ sql: String) throws(DatabaseError) {
         var errorMessage: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
         if rc != SQLITE_OK {
             let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
             sqlite3_free(errorMessage)
-            throw SQLiteError(code: rc, message: message, sql: sql)
+            throw .sqlite(SQLiteError(code: rc, message: message, sql: sql))
         }
     }
 
     /// A prepared statement, cached per connection and reset for reuse.
-    package func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+    package func statement(_ sql: String) throws(DatabaseError) -> SQLiteStatement {
         if let cached = statements[sql] {
             cached.reset()
             return cached
@@ -88,7 +89,9 @@ package final class SQLiteConnection: SQLConnection {
         return statement
     }
 
-    package func scan(_ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws -> Bool) throws {
+    package func scan(
+        _ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws(DatabaseError) -> Bool
+    ) throws(DatabaseError) {
         let statement = try statement(sql)
         defer { statement.reset() }
         try statement.bind(bindings)
@@ -98,7 +101,7 @@ package final class SQLiteConnection: SQLConnection {
     }
 
     /// Runs a statement that returns no rows (or ignores them).
-    package func run(_ sql: String, _ bindings: [SQLValue]) throws {
+    package func run(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) {
         let statement = try statement(sql)
         defer { statement.reset() }
         try statement.bind(bindings)
@@ -113,13 +116,13 @@ package final class SQLiteConnection: SQLConnection {
     package let dialect = SQLDialect.sqlite
     package let isBroken = false
 
-    package func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws -> [String] {
+    package func queryPlan(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) -> [String] {
         var steps: [String] = []
         try query("EXPLAIN QUERY PLAN " + sql, bindings) { steps.append($0.text(3)) }
         return steps
     }
 
-    package func schemaShape() throws -> SchemaShape {
+    package func schemaShape() throws(DatabaseError) -> SchemaShape {
         var shape = SchemaShape()
         try query("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'") { row in
             let name = row.text(1)
@@ -148,7 +151,7 @@ package final class SQLiteConnection: SQLConnection {
         return shape
     }
 
-    package func readSnapshot<T>(_ body: () throws -> T) throws -> T {
+    package func readSnapshot<T>(_ body: () throws(DatabaseError) -> T) throws(DatabaseError) -> T {
         try execute("BEGIN")
         defer { _ = try? execute("COMMIT") }
         return try body()
@@ -158,15 +161,15 @@ package final class SQLiteConnection: SQLConnection {
 
     // The hot ones run as cached prepared statements: `sqlite3_exec` parses its text every time,
     // and every write is wrapped in a savepoint (two parses per push).
-    package func beginWrite(pipelined: Bool) throws -> Bool {
+    package func beginWrite(pipelined: Bool) throws(DatabaseError) -> Bool {
         try run("BEGIN IMMEDIATE", [])
         return false
     }
 
-    package func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws { try run("COMMIT", []) }
+    package func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws(DatabaseError) { try run("COMMIT", []) }
     package func rollbackWrite() { _ = try? execute("ROLLBACK") }
-    package func savepoint() throws { try run("SAVEPOINT op", []) }
-    package func releaseSavepoint() throws { try run("RELEASE op", []) }
+    package func savepoint() throws(DatabaseError) { try run("SAVEPOINT op", []) }
+    package func releaseSavepoint() throws(DatabaseError) { try run("RELEASE op", []) }
 
     package func rollbackToSavepoint() {
         _ = try? execute("ROLLBACK TO op")
@@ -174,7 +177,7 @@ package final class SQLiteConnection: SQLConnection {
     }
 
     package var userVersion: Int {
-        get throws(SQLiteError) {
+        get throws(DatabaseError) {
             var version = 0
             let statement = try statement("PRAGMA user_version")
             defer { statement.reset() }

@@ -6,11 +6,11 @@ package final class SQLiteStatement: SQLRow {
     private unowned let connection: SQLiteConnection
     let sql: String
 
-    init(connection: SQLiteConnection, sql: String) throws(SQLiteError) {
+    init(connection: SQLiteConnection, sql: String) throws(DatabaseError) {
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v3(connection.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
         guard rc == SQLITE_OK, let statement else {
-            throw SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql)
+            throw .sqlite(SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql))
         }
         handle = statement
         self.connection = connection
@@ -24,7 +24,7 @@ package final class SQLiteStatement: SQLRow {
         sqlite3_clear_bindings(handle)
     }
 
-    func bind(_ values: [SQLValue]) throws(SQLiteError) {
+    func bind(_ values: [SQLValue]) throws(DatabaseError) {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let rc: Int32
@@ -43,17 +43,19 @@ package final class SQLiteStatement: SQLRow {
                     pr_sqlite3_bind_blob_transient(handle, index, $0.baseAddress, Int32($0.count))
                 }
             }
-            guard rc == SQLITE_OK else { throw SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql) }
+            guard rc == SQLITE_OK else {
+                throw .sqlite(SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql))
+            }
         }
     }
 
     /// Advances to the next row; false when the statement is done.
-    func step() throws(SQLiteError) -> Bool {
+    func step() throws(DatabaseError) -> Bool {
         let rc = sqlite3_step(handle)
         switch rc {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
-        default: throw SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql)
+        default: throw .sqlite(SQLiteError(code: rc, message: connection.lastErrorMessage, sql: sql))
         }
     }
 
@@ -70,7 +72,9 @@ package final class SQLiteStatement: SQLRow {
     }
 
     /// The column's bytes (text or blob) without copying them into a `String`.
-    package func withBytes<T>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>) throws -> T) rethrows -> T {
+    package func withBytes<T>(
+        _ column: Int32, _ body: (UnsafeBufferPointer<UInt8>) throws(DatabaseError) -> T
+    ) rethrows -> T {
         let count = Int(sqlite3_column_bytes(handle, column))
         guard let pointer = sqlite3_column_blob(handle, column), count > 0 else {
             return try body(UnsafeBufferPointer(start: nil, count: 0))

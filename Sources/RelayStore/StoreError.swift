@@ -5,12 +5,6 @@ package enum StoreError: Error, Sendable, CustomStringConvertible {
     case unavailable(DatabaseError)
     case closed
 
-    /// Wraps whatever a store operation threw.
-    static func from(_ error: any Error) -> StoreError {
-        if let error = error as? StoreError { return error }
-        return .unavailable(DatabaseError.from(error))
-    }
-
     package var description: String {
         switch self {
         case .unavailable(let error): return "store unavailable: \(error)"

@@ -26,7 +26,7 @@ package final class StoreWriter: @unchecked Sendable {
     private struct Operation {
         /// Runs inside a savepoint of the current transaction; returns what completes it once the
         /// transaction's fate is known (it carries the write's value, if any).
-        let run: @Sendable (SQLWrite) throws -> Ran
+        let run: @Sendable (SQLWrite) throws(DatabaseError) -> Ran
         /// Completes it when the write itself (or the transaction's start) failed.
         let fail: @Sendable (StoreError) -> Void
         /// Keys (user ids) whose rows this write locks (see `lockKeys`).
@@ -50,7 +50,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// Locks the rows of the given keys, in the order given, at the start of each transaction
     /// (PostgreSQL): every writer of every node then takes them in one order — sorted —, and two
     /// batches never wait for each other in a circle. Nil where one writer is all there is.
-    private let lockKeys: (@Sendable ([String], SQLWrite) throws -> Void)?
+    private let lockKeys: (@Sendable ([String], SQLWrite) throws(DatabaseError) -> Void)?
     private struct State {
         var queue: [Operation] = []
         /// Bulk writes (the messages of batches): taken after `queue` (see the type's comment).
@@ -87,7 +87,7 @@ package final class StoreWriter: @unchecked Sendable {
 
     init(
         connection: any SQLConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void,
-        lockKeys: (@Sendable ([String], SQLWrite) throws -> Void)? = nil
+        lockKeys: (@Sendable ([String], SQLWrite) throws(DatabaseError) -> Void)? = nil
     ) {
         self.connection = connection
         self.lockKeys = lockKeys
@@ -116,11 +116,11 @@ package final class StoreWriter: @unchecked Sendable {
     func submit<T: Sendable>(
         effect: @escaping @Sendable (T) -> WriteEffect = { _ in .jobs }, leadIfIdle: Bool = false,
         rows: Int = 1, bulk: Bool = false,
-        locking keys: [String] = [], _ work: @escaping @Sendable (SQLWrite) throws -> T,
+        locking keys: [String] = [], _ work: @escaping @Sendable (SQLWrite) throws(DatabaseError) -> T,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         let operation = Operation(
-            run: { connection in
+            run: { connection throws(DatabaseError) in
                 let value = try work(connection)
                 return Ran(completion: { outcome in completion(outcome.map { value }) }, effect: effect(value))
             },
@@ -268,18 +268,18 @@ package final class StoreWriter: @unchecked Sendable {
 
     private func attempt(_ batch: [Operation], guarded: Bool) -> Attempt {
         let write: SQLWrite
-        do {
+        do throws(DatabaseError) {
             write = SQLWrite(connection, optimistic: try connection.beginWrite(pipelined: !guarded))
             if let lockKeys {
                 let keys = Set(batch.flatMap(\.keys)).sorted()
                 if !keys.isEmpty { try lockKeys(keys, write) }
             }
-        } catch  where DatabaseError.from(error).lostRace {
+        } catch  where error.lostRace {
             connection.rollbackWrite()
-            return .lostRace(StoreError.from(error))
+            return .lostRace(StoreError.unavailable(error))
         } catch {
             connection.rollbackWrite()
-            let failure = StoreError.from(error)
+            let failure = StoreError.unavailable(error)
             return .finished({ for operation in batch { operation.fail(failure) } }, committed: false)
         }
         var succeeded: [Completion] = []
@@ -290,7 +290,7 @@ package final class StoreWriter: @unchecked Sendable {
             var tries = 0
             while true {
                 tries += 1
-                do {
+                do throws(DatabaseError) {
                     if guarded { try write.savepoint() }
                     let ran = try operation.run(write)
                     if guarded { try write.releaseSavepoint() }
@@ -299,36 +299,36 @@ package final class StoreWriter: @unchecked Sendable {
                 } catch  where !guarded && !connection.isBroken {
                     connection.rollbackWrite()
                     return .writeFailed
-                } catch  where DatabaseError.from(error).lostRace {
+                } catch  where error.lostRace {
                     connection.rollbackWrite()
-                    return .lostRace(StoreError.from(error))
-                } catch  where DatabaseError.from(error).keyTakenMeanwhile && tries == 1 {
+                    return .lostRace(StoreError.unavailable(error))
+                } catch  where error.keyTakenMeanwhile && tries == 1 {
                     // Another node inserted the same key (a message id) and committed while this
                     // write waited for it: run it again, and it finds that row.
                     write.rollbackToSavepoint()
                     continue
                 } catch {
                     write.rollbackToSavepoint()
-                    failed.append((operation.fail, StoreError.from(error)))
+                    failed.append((operation.fail, StoreError.unavailable(error)))
                 }
                 break
             }
         }
         let outcome: Result<Void, StoreError>
-        do {
+        do throws(DatabaseError) {
             try connection.commitWrite(effect: effect, notes: write.notes)
             onBatch(CommittedBatch(writes: batch.count, effect: effect))
             outcome = .success(())
-        } catch  where DatabaseError.from(error).lostRace {
+        } catch  where error.lostRace {
             connection.rollbackWrite()
-            return .lostRace(StoreError.from(error))
+            return .lostRace(StoreError.unavailable(error))
         } catch  where !guarded && !connection.isBroken {
             // (A write's error may surface only here when its statement was pipelined.)
             connection.rollbackWrite()
             return .writeFailed
         } catch {
             connection.rollbackWrite()
-            outcome = .failure(StoreError.from(error))
+            outcome = .failure(StoreError.unavailable(error))
         }
         let committed = if case .success = outcome { true } else { false }
         return .finished(
