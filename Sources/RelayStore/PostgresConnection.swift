@@ -16,34 +16,8 @@ package final class PostgresConnection: SQLConnection {
         return lastChanges
     }
     private var lastChanges = 0
-    /// The commands of a pipelined write transaction sent but not read yet (`beginWrite`), and
-    /// the first error among those read.
-    private var pipeline: Pipeline?
-    /// Statements of a pipelined transaction whose results are not needed (`run`), held until the
-    /// next sync point and sent right before it: libpq would otherwise send them as its buffer
-    /// fills, and the server, given part of a pipeline, waits for the rest counting itself busy —
-    /// no idle timeout — for as long as this node takes to build it (see `Pipeline.Command.sync`).
-    private var deferred: [(sql: String, bindings: [SQLValue])] = []
-    private struct Pipeline {
-        enum Command: Equatable {
-            case prepare(sql: String)
-            case statement(sql: String)
-            /// The write transaction's `COMMIT`: its tag tells whether it committed.
-            case commit
-            /// A command of the transaction that publishes the notes: a failure is only noted.
-            case publication(sql: String)
-            /// A sync point: everything before it is answered, and the server then waits for the
-            /// next command *idle in transaction* — only there does its
-            /// `idle_in_transaction_session_timeout` run, so a node that stops while it builds
-            /// the rest of a batch frees its locks after the lease (within a pipeline the server
-            /// counts itself busy).
-            case sync
-        }
-        var unread: [Command] = []
-        var error: DatabaseError?
-        var commitTag: String?
-        var publicationFailed = false
-    }
+    /// The pipelined write transaction in progress (`beginWrite`), if any.
+    private var pipeline: PostgresPipeline?
     package let dialect = SQLDialect.postgres
     /// Notes of committed transactions whose publication failed: they go with the next one
     /// (`commitWrite`; see `PostgresCluster` for the format).
@@ -115,7 +89,7 @@ package final class PostgresConnection: SQLConnection {
     ) throws(DatabaseError) {
         let result: OpaquePointer?
         if pipeline != nil {
-            try sendDeferred()
+            try sendHeld()
             try send(prepared: sql, bindings)
             result = try awaitResult(of: sql)
         } else {
@@ -134,7 +108,7 @@ package final class PostgresConnection: SQLConnection {
     /// the next statement that waits, or at the commit).
     package func run(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) {
         if pipeline != nil {
-            deferred.append((sql, bindings))
+            pipeline?.hold(sql, bindings)
             return
         }
         let result = try run(prepared: sql, bindings)
@@ -157,12 +131,12 @@ package final class PostgresConnection: SQLConnection {
         return result
     }
 
-    /// Sends the deferred statements (see `deferred`).
-    private func sendDeferred() throws(DatabaseError) {
-        defer { deferred.removeAll(keepingCapacity: true) }
-        for (sql, bindings) in deferred {
+    /// Sends the held statements (`PostgresPipeline.held`).
+    private func sendHeld() throws(DatabaseError) {
+        guard let statements = pipeline?.takeHeld() else { return }
+        for (sql, bindings) in statements {
             try send(prepared: sql, bindings)
-            pipeline?.unread.append(.statement(sql: sql))
+            pipeline?.sent(.statement(sql: sql))
         }
     }
 
@@ -177,7 +151,7 @@ package final class PostgresConnection: SQLConnection {
                 throw connectionError(sql)
             }
             prepared[sql] = name
-            pipeline?.unread.append(.prepare(sql: sql))
+            pipeline?.sent(.prepare(sql: sql))
         }
         let sent = withParameters(bindings) { values, lengths, formats in
             PQsendQueryPrepared(handle, name, Int32(bindings.count), values, lengths, formats, 0)
@@ -241,7 +215,7 @@ package final class PostgresConnection: SQLConnection {
         readQueued(syncing: false)
         let result = PQgetResult(handle)
         if result != nil { while let extra = PQgetResult(handle) { PQclear(extra) } }
-        if !Self.readSync(handle), pipeline?.error == nil { pipeline?.error = connectionError(sql) }
+        if !Self.readSync(handle) { pipeline?.fail(connectionError(sql)) }
         if let error = pipeline?.error {
             PQclear(result)
             throw error
@@ -251,78 +225,65 @@ package final class PostgresConnection: SQLConnection {
             try check(result, sql)
         } catch {
             PQclear(result)
-            pipeline?.error = error
+            pipeline?.fail(error)
             throw error
         }
         return result
     }
 
-    /// Reads the results of every queued command, keeping the first error; a statement that
-    /// could not be prepared is forgotten (it does not exist in the session). With `syncing`, a
-    /// sync point is sent after them first, unless the last one is one (the server holds its
-    /// answers in a pipeline until then).
+    /// Reads the answers to every queued command (`PostgresPipeline.read` keeps the first
+    /// error). With `syncing`, the held statements and a sync point are sent first, unless the
+    /// last command is one (the server holds its answers in a pipeline until then).
     private func readQueued(syncing: Bool = true) {
+        guard pipeline != nil else { return }
         if syncing {
             do {
-                try sendDeferred()
+                try sendHeld()
             } catch {
-                if pipeline?.error == nil { pipeline?.error = error }
+                pipeline?.fail(error)
             }
         }
         guard var current = pipeline, !current.unread.isEmpty else { return }
-        if syncing, current.unread.last != .sync {
-            if PQpipelineSync(handle) != 0 {
-                current.unread.append(.sync)
+        if syncing, current.needsSync {
+            if PQpipelineSync(handle) != 0 { current.sent(.sync) } else { current.fail(connectionError(nil)) }
+        }
+        for command in current.takeUnread() {
+            let answer: PostgresPipeline.Answer
+            if command == .sync {
+                guard !Self.readSync(handle) else { continue }
+                answer = .failed(connectionError(nil))
             } else {
-                current.error = current.error ?? connectionError(nil)
+                answer = readAnswer(to: command)
+            }
+            switch current.read(command, answer) {
+            case .none: break
+            case .changes(let count): lastChanges = count
+            case .forgetPrepared(let sql): prepared[sql] = nil
             }
         }
-        for command in current.unread {
-            let sql: String
-            switch command {
-            case .prepare(let text), .statement(let text), .publication(let text): sql = text
-            case .commit: sql = "COMMIT"
-            case .sync:
-                if !Self.readSync(handle) { current.error = current.error ?? connectionError(nil) }
-                continue
-            }
-            let result = PQgetResult(handle)
-            var failure: DatabaseError?
-            if result != nil {
-                do {
-                    try check(result, sql)
-                    switch command {
-                    case .statement: lastChanges = Int(Self.parseInt(PQcmdTuples(result)))
-                    case .commit: current.commitTag = Self.text(PQcmdStatus(result))
-                    case .prepare, .publication, .sync: break
-                    }
-                } catch {
-                    failure = error
-                }
-                PQclear(result)
-                while let extra = PQgetResult(handle) { PQclear(extra) }  // ends this command's results
-            } else {
-                failure = connectionError(sql)
-            }
-            if let failure {
-                switch command {
-                case .publication: current.publicationFailed = true
-                case .prepare(let text):
-                    prepared[text] = nil
-                    current.error = current.error ?? failure
-                case .statement, .commit, .sync: current.error = current.error ?? failure
-                }
-            }
-        }
-        current.unread.removeAll()
         pipeline = current
     }
 
+    /// Reads the server's answer to one command of the pipeline (every result it has).
+    private func readAnswer(to command: PostgresPipeline.Command) -> PostgresPipeline.Answer {
+        guard let result = PQgetResult(handle) else { return .failed(connectionError(command.sql)) }
+        defer {
+            PQclear(result)
+            while let extra = PQgetResult(handle) { PQclear(extra) }  // ends this command's results
+        }
+        do {
+            try check(result, command.sql)
+            return .done(tag: Self.text(PQcmdStatus(result)), changes: Int(Self.parseInt(PQcmdTuples(result))))
+        } catch {
+            return .failed(error)
+        }
+    }
+
     /// Ends the pipeline: a sync point, every result up to it read, back to one command at a
-    /// time. Returns what was read.
+    /// time. Returns how its commit ended (nil without a pipeline).
     @discardableResult
-    private func finishPipeline() -> Pipeline {
-        guard pipeline != nil else { return Pipeline() }
+    private func finishPipeline() -> PostgresPipeline.Outcome? {
+        guard pipeline != nil else { return nil }
         readQueued()
         if PQexitPipelineMode(handle) == 0, PQpipelineSync(handle) != 0 {
             // Something was left unread (a lost connection mid-read): up to a last sync point.
@@ -334,7 +295,7 @@ package final class PostgresConnection: SQLConnection {
             _ = PQexitPipelineMode(handle)
         }
         defer { pipeline = nil }
-        return pipeline ?? Pipeline()
+        return pipeline?.outcome
     }
 
     /// Reads the answer to a sync point; false if it is not one (the connection was lost).
@@ -473,7 +434,6 @@ package final class PostgresConnection: SQLConnection {
     /// waiting for them: for a batch run without savepoints, which fails whole anyway.
     package func beginWrite(pipelined: Bool) throws(DatabaseError) -> Bool {
         try reconnect()
-        deferred.removeAll(keepingCapacity: true)
         do {
             try execute("BEGIN")
         } catch  where isBroken {
@@ -484,7 +444,7 @@ package final class PostgresConnection: SQLConnection {
         guard pipelined, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_INTRANS,
             PQenterPipelineMode(handle) != 0
         else { return false }
-        pipeline = Pipeline()
+        pipeline = PostgresPipeline()
         return true
     }
 
@@ -496,28 +456,27 @@ package final class PostgresConnection: SQLConnection {
         if effect == .jobs { notes.append(ClusterNote.jobs.line) }
         if pipeline == nil {
             guard PQenterPipelineMode(handle) != 0 else { throw connectionError("COMMIT") }
-            pipeline = Pipeline()
+            pipeline = PostgresPipeline()
         }
-        try sendDeferred()
+        try sendHeld()
         try send("COMMIT", [], as: .commit)
         if effect > .maintenance || !unsent.isEmpty { try sendPublication(unsent + notes) }
-        let finished = finishPipeline()
-        if let error = finished.error { throw error }
-        // A transaction that had failed answers COMMIT with ROLLBACK: nothing was stored.
-        guard finished.commitTag == "COMMIT" else {
+        switch finishPipeline() {
+        case .failed(let error):
+            throw error
+        case .rolledBack, nil:
             throw .postgres(PostgresError(sqlState: "40000", message: "the transaction was rolled back", sql: "COMMIT"))
-        }
-        if finished.publicationFailed {
+        case .committed(publicationFailed: true):
             // Committed all the same; the notes wait for the next commit.
             unsent += notes
             if PQtransactionStatus(handle) == PQTRANS_INERROR { _ = try? execute("ROLLBACK") }
-        } else {
+        case .committed(publicationFailed: false):
             unsent.removeAll(keepingCapacity: true)
         }
     }
 
     package func rollbackWrite() {
-        deferred.removeAll(keepingCapacity: true)
+        _ = pipeline?.takeHeld()  // (never sent: the transaction is rolled back)
         finishPipeline()
         _ = try? execute("ROLLBACK")
     }
@@ -556,12 +515,13 @@ package final class PostgresConnection: SQLConnection {
     }
 
     /// Queues an unprepared command in the pipeline.
-    private func send(_ sql: String, _ bindings: [SQLValue], as command: Pipeline.Command) throws(DatabaseError) {
+    private func send(_ sql: String, _ bindings: [SQLValue], as command: PostgresPipeline.Command) throws(DatabaseError)
+    {
         let sent = withParameters(bindings) { values, lengths, formats in
             PQsendQueryParams(handle, sql, Int32(bindings.count), nil, values, lengths, formats, 0)
         }
         guard sent != 0 else { throw connectionError(sql) }
-        pipeline?.unread.append(command)
+        pipeline?.sent(command)
     }
 
     // MARK: Values
