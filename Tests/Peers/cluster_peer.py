@@ -17,7 +17,8 @@ import time
 import urllib.error
 
 import websockets
-from relaypeer import QuietServer, Relay, call, fresh_db, registry, run_checks, wait_for
+import relaypeer
+from relaypeer import Relay, call, fresh_db, registry, run_checks, wait_for
 
 KEY = "cluster-test-server-key"
 PG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Postgres", "pg.sh")
@@ -128,29 +129,8 @@ def cross_node_live(binary):
         b.stop()
 
 
-class Receiver:
-    """Records every push webhook it receives."""
-
-    def __init__(self):
-        import http.server
-        pushes = self.pushes = []
-        lock = self.lock = threading.Lock()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    pushes.append(body)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = QuietServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.server_port}"
+class Receiver(relaypeer.Receiver):
+    """Records every push webhook it receives (`relaypeer.Receiver`), for one relay's users."""
 
     def register(self, relay, user):
         """Registers `user`'s device "phone" on `relay`, pushing here."""
@@ -158,15 +138,13 @@ class Receiver:
         assert status in (200, 201), body
 
     def seqs(self):
-        with self.lock:
-            return [seq for push in self.pushes if push["type"] == "message"
-                    for seq in range(push["seq"]["from"], push["seq"]["to"] + 1)]
+        return [seq for push in self.bodies() if push["type"] == "message"
+                for seq in range(push["seq"]["from"], push["seq"]["to"] + 1)]
 
 
 class EventReceiver(Receiver):
     def events(self, kind):
-        with self.lock:
-            return [push for push in self.pushes if push.get("type") == kind]
+        return [push for push in self.bodies() if push.get("type") == kind]
 
 
 def online_on(relay, user):
@@ -211,7 +189,7 @@ def cross_node_presence(binary):
     finally:
         a.stop()
         b.stop()
-        receiver.server.shutdown()
+        receiver.shutdown()
 
 
 @check("deleting a device on B revokes its tokens on A and closes its socket there")
@@ -322,7 +300,7 @@ def cross_node_pushes(binary):
     finally:
         a.stop()
         b.stop()
-        receiver.server.shutdown()
+        receiver.shutdown()
 
 
 @check("a message posted on the node that does not deliver wakes the one that does: pushed, not left waiting")
@@ -341,7 +319,7 @@ def pushes_woken_across_nodes(binary):
     finally:
         a.stop()
         b.stop()
-        receiver.server.shutdown()
+        receiver.shutdown()
 
 
 @check("a delivering node that stops running with its connection open (SIGSTOP) loses the lease after the node lease; "
@@ -383,7 +361,7 @@ def stopped_leader(binary):
         a.stop()
         if b:
             b.stop()
-        receiver.server.shutdown()
+        receiver.shutdown()
 
 
 @check("a node stopped (SIGSTOP) inside a write transaction holds the others' writes to the same inboxes for at "

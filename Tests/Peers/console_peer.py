@@ -8,9 +8,7 @@ Checks: the page loads and signs in with no console errors; a wrong key shows a 
 message posted by the test appears live in the watch panel; a dead letter made by the test is
 replayed with its button and then shows as delivered. `--screenshot` saves the console, as
 docs/API.md shows it, after the checks."""
-import http.server
 import sys
-import threading
 import time
 
 from selenium import webdriver
@@ -18,41 +16,10 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from relaypeer import QuietServer, Relay, registry, run_checks, wait_for
+from relaypeer import Receiver, Relay, registry, run_checks, wait_for
 
 KEY = "console-test-server-key"
 checks, check = registry()
-
-
-class Receiver(QuietServer):
-    """A push receiver answering each path with a status the test sets (default 204)."""
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.lock = threading.Lock()
-        self.status = {}
-        self.received = []
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def base(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        with self.server.lock:
-            self.server.received.append(self.path)
-            status = self.server.status.get(self.path, 204)
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
 
 
 def browser():
@@ -161,7 +128,7 @@ def replay(ctx):
     assert wait_for(lambda: buttons() and "console-dead-1" in ctx.text("dead")), ctx.text("dead")
     ctx.receiver.status[path] = 204
     buttons()[0].click()
-    assert wait_for(lambda: ctx.receiver.received.count(path) >= 2), ctx.receiver.received
+    assert wait_for(lambda: ctx.receiver.paths().count(path) >= 2), ctx.receiver.paths()
     assert wait_for(lambda: "console-dead-1" not in ctx.text("dead")), ctx.text("dead")
     field = ctx.driver.find_element(By.ID, "message-id")
     field.clear()

@@ -159,6 +159,11 @@ class Receiver(QuietServer):
     def base(self):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
+    def paths(self):
+        """The path of every POST received, in order."""
+        with self.lock:
+            return [p for p, _, _ in self.pushes]
+
     def bodies(self, path=None):
         """The JSON bodies received (on `path`, or on every path), in order."""
         with self.lock:
