@@ -91,6 +91,8 @@ package final class HTTP2Client: @unchecked Sendable {
         var interest: Poller.Interest = .writable
         var lastActivity: Int64
         var pingSentAt: Int64?
+        /// In `unflushed`.
+        var submitted = false
 
         init(wire: WireConnection, origin: String, phase: Phase, now: Int64) {
             self.wire = wire
@@ -126,6 +128,9 @@ package final class HTTP2Client: @unchecked Sendable {
     // The loop thread's own state.
     private var origins: [String: Origin] = [:]
     private var connections: [Int32: Connection] = [:]
+    /// Connections with requests submitted this loop turn: written once at the turn's end, so
+    /// that the requests of one scheduler pass leave in one TLS record run, not a write each.
+    private var unflushed: [Connection] = []
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16_384, alignment: 8)
 
     /// - Parameter tls: a context offering ALPN `h2`.
@@ -176,6 +181,7 @@ package final class HTTP2Client: @unchecked Sendable {
                 case .resolved(let origin, let addresses, let failure): resolved(origin, addresses, failure)
                 }
             }
+            flushSubmitted()
             tick(MonotonicClock.milliseconds())
         }
         for connection in Array(connections.values) { drop(connection, "the relay is stopping") }
@@ -209,7 +215,6 @@ package final class HTTP2Client: @unchecked Sendable {
     /// they have none (up to the limit).
     private func serve(_ key: String) {
         guard var origin = origins[key] else { return }
-        var connectionsToFlush: [Connection] = []
         while !origin.waiting.isEmpty {
             guard
                 let connection = origin.connections.first(where: {
@@ -223,7 +228,10 @@ package final class HTTP2Client: @unchecked Sendable {
                     method: "POST", authority: request.origin.hostHeader, path: request.path,
                     headers: request.headers, body: request.body)
                 connection.streams[id] = pending
-                if !connectionsToFlush.contains(where: { $0 === connection }) { connectionsToFlush.append(connection) }
+                if !connection.submitted {
+                    connection.submitted = true
+                    unflushed.append(connection)
+                }
             } catch {
                 switch error.code {
                 case .streamLimit, .goingAway, .closed:
@@ -241,8 +249,14 @@ package final class HTTP2Client: @unchecked Sendable {
         let needMore =
             !origin.waiting.isEmpty && !opening && origin.connections.count < settings.maxConnectionsPerOrigin
         origins[key] = origin
-        for connection in connectionsToFlush { flush(connection) }
         if needMore { open(key) }
+    }
+
+    private func flushSubmitted() {
+        while let connection = unflushed.popLast() {
+            connection.submitted = false
+            if connections[connection.wire.fd] === connection { flush(connection) }
+        }
     }
 
     private func open(_ key: String) {
