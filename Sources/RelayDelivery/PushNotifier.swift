@@ -27,9 +27,22 @@ package final class PushNotifier: Sendable {
         package var connectTimeoutSeconds = 5.0
         /// Threads resolving receiver host names (`getaddrinfo` blocks); IP literals skip them.
         package var resolverThreads = 4
-        /// Deliveries in flight at most per receiver `host:port`: one slow host never holds more
-        /// than this share of `maxInFlight` (its other jobs wait, due, for a later pass).
+        /// Deliveries in flight at most per receiver `host:port` of a URL a client chose (webhook,
+        /// Web Push): one slow host never holds more than this share of `maxInFlight` (its other
+        /// jobs wait, due, for a later pass).
         package var deliveriesPerHost = 64
+        /// The same for a push service host of the operator's settings (APNs, FCM): one host
+        /// serves every device of its platform over multiplexed HTTP/2, so 64 would cap a whole
+        /// platform (APNs drained 60,000 due pushes at 12–17k/s with 64, 22–28k/s with 256).
+        package var deliveriesPerServiceHost = 256
+
+        /// How many deliveries a host of `kind` may have in flight.
+        package func slots(for kind: PushTransport.Kind) -> Int {
+            switch kind {
+            case .webhook, .webPush: deliveriesPerHost
+            case .apns, .fcm: deliveriesPerServiceHost
+            }
+        }
 
         package init(policy: DeliveryPolicy, requestTimeoutSeconds: Double) {
             self.policy = policy
@@ -45,9 +58,9 @@ package final class PushNotifier: Sendable {
     private let now: @Sendable () -> Timestamp
     private let queue = DispatchQueue(label: "pushrelay-notifier")
     private let timer = DemandTimer()
-    /// Devices with a delivery in flight: their other due jobs wait, so one device never gets two
-    /// pushes racing each other.
-    private let inFlight = LockedValue<Set<String>>([])
+    /// Devices with a delivery in flight, with the ids of its jobs: their other due jobs wait, so
+    /// one device never gets two pushes racing each other.
+    private let inFlight = LockedValue<[String: [Int64]]>([:])
     /// The chat server's event webhook, if configured.
     private let eventsURL: PushURL?
     private let sender: HTTPSender
@@ -80,8 +93,11 @@ package final class PushNotifier: Sendable {
         providers[.webhook] = webhooks
         self.providers = providers
         admission = LockedValue(
-            HostAdmission(slotsPerHost: settings.deliveriesPerHost) { [providers] transport in
-                providers[transport.kind]?.host(for: transport) ?? transport.kind.rawValue
+            HostAdmission { [providers] transport in
+                (
+                    providers[transport.kind]?.host(for: transport) ?? transport.kind.rawValue,
+                    settings.slots(for: transport.kind)
+                )
             })
         self.store = store
         self.settings = settings
@@ -161,31 +177,37 @@ package final class PushNotifier: Sendable {
         // Every batch taken ends in `finish`, which wakes the next pass.
         tookWork = !batches.isEmpty
         for batch in batches {
-            guard inFlight.withLock({ $0.insert(batch.deviceKey).inserted }) else { continue }
+            let taken = inFlight.withLock { inFlight in
+                guard inFlight[batch.deviceKey] == nil else { return false }
+                inFlight[batch.deviceKey] = batch.jobIds
+                return true
+            }
+            guard taken else { continue }
             guard let target = admission.withLock({ $0.target(batch.target) }) else {
                 finish(batch, .dead(error: "the device's push transport is malformed"), started: time)
                 continue
             }
             switch settings.policy.due(
-                expiresAt: batch.expiresAt.milliseconds, host: gate(target.host, at: time), now: time.milliseconds)
+                expiresAt: batch.expiresAt.milliseconds, host: gate(target, at: time), now: time.milliseconds)
             {
             case .attempt:
                 attempt(batch, to: target, at: time)
             case .holdDue:
                 // The job stays due; a delivery to that host finishing wakes the scheduler.
-                inFlight.withLock { _ = $0.remove(batch.deviceKey) }
+                inFlight.withLock { $0[batch.deviceKey] = nil }
             case .finish(let verdict):
                 finish(batch, verdict, started: time)
             }
         }
     }
 
-    /// Whether `host` can take an attempt now, without changing its breaker (an expired job
-    /// must not use up the probe).
-    private func gate(_ host: String, at time: Timestamp) -> HostGate {
+    /// Whether the target's host can take an attempt now, without changing its breaker (an
+    /// expired job must not use up the probe).
+    private func gate(_ target: HostAdmission.Target, at time: Timestamp) -> HostGate {
+        let host = target.host
         if let until = breakers.withLock({ $0[host]?.pausedUntil(at: time) }) { return .paused(until: until) }
         let busy = hostsInFlight.withLock { $0[host, default: 0] }
-        return busy < settings.deliveriesPerHost ? .open : .full
+        return busy < target.slots ? .open : .full
     }
 
     /// Takes the breaker's go-ahead (the probe, for a host that was paused) and a slot, then sends.
@@ -195,16 +217,17 @@ package final class PushNotifier: Sendable {
             finish(batch, DeliveryPolicy.probeTaken(now: time.milliseconds), started: time)
             return
         }
-        guard takeHostSlot(host) else {
-            inFlight.withLock { _ = $0.remove(batch.deviceKey) }
+        guard takeHostSlot(target) else {
+            inFlight.withLock { $0[batch.deviceKey] = nil }
             return
         }
         deliver(batch, to: target)
     }
 
-    private func takeHostSlot(_ host: String) -> Bool {
+    private func takeHostSlot(_ target: HostAdmission.Target) -> Bool {
         hostsInFlight.withLock { hosts in
-            guard hosts[host, default: 0] < settings.deliveriesPerHost else { return false }
+            let host = target.host
+            guard hosts[host, default: 0] < target.slots else { return false }
             hosts[host, default: 0] += 1
             return true
         }
@@ -315,40 +338,79 @@ package final class PushNotifier: Sendable {
         }
     }
 
+    /// How one attempt ended, waiting to be recorded.
+    private struct Finished {
+        let batch: PushBatch
+        let result: DeliveryPolicy.Verdict
+        let started: Timestamp
+        let at: Timestamp
+    }
+
+    /// Outcomes not recorded yet, and whether a write recording others is under way: one such
+    /// write at a time, taking every outcome that came meanwhile, so that a busy notifier records
+    /// hundreds of pushes in one write (and one statement per outcome kind) instead of a write each.
+    private let recording = LockedValue<(waiting: [Finished], writing: Bool)>(([], false))
+
     private func finish(_ batch: PushBatch, _ result: DeliveryPolicy.Verdict, started: Timestamp) {
-        let metrics = self.metrics
-        let logger = self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId)
-        let events = self.events
-        let finishedAt = now()
-        store.finish(batch, result: result, now: finishedAt) { [self] stored in
-            inFlight.withLock { _ = $0.remove(batch.deviceKey) }
-            wake()  // the device (and maybe its host) is free again
-            if case .failure(let error) = stored {
-                logger.error("cannot record push outcome", ("error", "\(error)"))
-                return
+        let finished = Finished(batch: batch, result: result, started: started, at: now())
+        let outcomes = recording.withLock { recording -> [Finished]? in
+            recording.waiting.append(finished)
+            guard !recording.writing else { return nil }
+            recording.writing = true
+            defer { recording.waiting = [] }
+            return recording.waiting
+        }
+        if let outcomes { record(outcomes) }
+    }
+
+    private func record(_ outcomes: [Finished]) {
+        store.finish(outcomes.map { ($0.batch, $0.result) }, now: now()) { [self] stored in
+            inFlight.withLock { inFlight in
+                for outcome in outcomes { inFlight[outcome.batch.deviceKey] = nil }
             }
-            let seconds = Double(finishedAt.milliseconds - started.milliseconds) / 1000
-            switch result {
-            case .postponed:
-                metrics.recordPush(.postponed, seconds: nil)
-            case .delivered:
-                metrics.recordPush(.delivered, seconds: seconds)
-                events.emit(.push(type: .pushDelivered, batch, error: nil, at: finishedAt))
-            case .retry(let error, _):
-                metrics.recordPush(.retried, seconds: seconds)
-                logger.info("push will be retried", ("error", error), ("attempt", String(batch.attempts + 1)))
-            case .requeue(let reason, _):
-                // Not an attempt that failed: the provider never processed it.
-                metrics.recordPush(.requeued, seconds: nil)
-                logger.info("push requeued", ("error", reason))
-            case .dead(let error):
-                metrics.recordPush(.dead, seconds: seconds)
-                logger.warning("push dead-lettered", ("error", error))
-                events.emit(.push(type: .pushFailed, batch, error: error, at: finishedAt))
-            case .deviceGone(let reason):
-                metrics.recordPush(.deviceGone, seconds: seconds)
-                events.emit(.push(type: .deviceDisabled, batch, error: reason, at: finishedAt))
+            wake()  // the devices (and maybe their hosts) are free again
+            for outcome in outcomes { settled(outcome, stored) }
+            let next = recording.withLock { recording -> [Finished]? in
+                guard !recording.waiting.isEmpty else {
+                    recording.writing = false
+                    return nil
+                }
+                defer { recording.waiting = [] }
+                return recording.waiting
             }
+            if let next { record(next) }
+        }
+    }
+
+    /// Metrics, events and log lines of an outcome the store recorded (or failed to).
+    private func settled(_ outcome: Finished, _ stored: Result<Void, StoreError>) {
+        let batch = outcome.batch
+        var logger: Logger { self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId) }
+        if case .failure(let error) = stored {
+            logger.error("cannot record push outcome", ("error", "\(error)"))
+            return
+        }
+        let seconds = Double(outcome.at.milliseconds - outcome.started.milliseconds) / 1000
+        switch outcome.result {
+        case .postponed:
+            metrics.recordPush(.postponed, seconds: nil)
+        case .delivered:
+            metrics.recordPush(.delivered, seconds: seconds)
+            events.emit(.push(type: .pushDelivered, batch, error: nil, at: outcome.at))
+        case .retry(let error, _):
+            metrics.recordPush(.retried, seconds: seconds)
+            logger.info("push will be retried", ("error", error), ("attempt", String(batch.attempts + 1)))
+        case .requeue(let reason, _):
+            // Not an attempt that failed: the provider never processed it.
+            metrics.recordPush(.requeued, seconds: nil)
+            logger.info("push requeued", ("error", reason))
+        case .dead(let error):
+            metrics.recordPush(.dead, seconds: seconds)
+            logger.warning("push dead-lettered", ("error", error))
+            events.emit(.push(type: .pushFailed, batch, error: error, at: outcome.at))
+        case .deviceGone(let reason):
+            metrics.recordPush(.deviceGone, seconds: seconds)
+            events.emit(.push(type: .deviceDisabled, batch, error: reason, at: outcome.at))
         }
     }
 }

@@ -53,15 +53,16 @@ package protocol RelayStore: Sendable {
     // MARK: Push outbox
 
     /// Devices with due push jobs, oldest due first, as `admission` (pure: by free slots per
-    /// host) takes them while they are read, leaving out those in `skipping`; at most `limit`.
+    /// host) takes them while they are read, leaving out those in `skipping` (device keys, with
+    /// the ids of their jobs in flight); at most `limit`.
     func dueDevices(
-        now: Timestamp, limit: Int, skipping: Set<String>, choosing admission: inout HostAdmission
+        now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
     ) throws(StoreError) -> [DueDevice]
     /// The due jobs of each of `devices`, coalesced into one batch per device.
     func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch]
-    /// Records how a delivery attempt ended.
+    /// Records how delivery attempts ended (one write for all of them).
     func finish(
-        _ batch: PushBatch, result: DeliveryPolicy.Verdict, now: Timestamp,
+        _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
     /// Push jobs in `state`, newest first (the dead-letter view).
     func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
@@ -119,9 +120,19 @@ package protocol RelayStore: Sendable {
 }
 
 extension RelayStore {
+    /// Records how one delivery attempt ended.
+    package func finish(
+        _ batch: PushBatch, result: DeliveryPolicy.Verdict, now: Timestamp,
+        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+    ) {
+        finish([(batch, result)], now: now, completion: completion)
+    }
+
     /// Every due device's batch, up to `limit` devices, no host ever full (the tests' way to
     /// look at what is due).
-    package func duePushes(now: Timestamp, limit: Int, skipping: Set<String> = []) throws(StoreError) -> [PushBatch] {
+    package func duePushes(
+        now: Timestamp, limit: Int, skipping: [String: [Int64]] = [:]
+    ) throws(StoreError) -> [PushBatch] {
         var admission = HostAdmission.takingAll
         return try pushBatches(
             for: dueDevices(now: now, limit: limit, skipping: skipping, choosing: &admission), now: now)

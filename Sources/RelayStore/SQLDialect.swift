@@ -20,6 +20,42 @@ package enum SQLDialect: Sendable {
         }
     }
 
+    /// `column`, kept from choosing the plan: SQLite's planner, without statistics, would rather
+    /// walk an index of `column` (every pending job by `push_jobs_by_state`) than look up the
+    /// ids an `among` condition names (unary `+` in SQLite; PostgreSQL prices it right).
+    func unindexed(_ column: String) -> String {
+        switch self {
+        case .sqlite: "+\(column)"
+        case .postgres: column
+        }
+    }
+
+    /// A condition that `column` is one of the integers bound (as `idList`) to its one
+    /// placeholder: one statement, prepared once, for any number of them.
+    func among(_ column: String) -> String {
+        switch self {
+        case .sqlite: "\(column) IN (SELECT value FROM json_each(?))"
+        case .postgres: "\(column) = ANY(CAST(? AS BIGINT[]))"
+        }
+    }
+
+    /// A condition that `column` is none of the integers bound (as `idList`).
+    func notAmong(_ column: String) -> String {
+        switch self {
+        case .sqlite: "\(column) NOT IN (SELECT value FROM json_each(?))"
+        case .postgres: "\(column) <> ALL(CAST(? AS BIGINT[]))"
+        }
+    }
+
+    /// `ids` as `notAmong`'s binding: a JSON array for SQLite, an array literal for PostgreSQL.
+    func idList(_ ids: some Sequence<Int64>) -> SQLValue {
+        let joined = ids.lazy.map(String.init).joined(separator: ",")
+        switch self {
+        case .sqlite: return .text("[\(joined)]")
+        case .postgres: return .text("{\(joined)}")
+        }
+    }
+
     /// Whether statements are function calls in this process (SQLite), or round trips to a
     /// server (PostgreSQL). In process, a savepoint per write costs next to nothing and a caller
     /// may run its own lone transaction; over the network a batch first runs without savepoints

@@ -68,11 +68,12 @@ extension SQLStore {
     }
 
     /// Devices with due jobs, oldest due first, as `admission` takes them while they are read: at
-    /// most `limit`, leaving out those in `skipping` (deliveries in flight). The scan stops when
-    /// `admission` says so or after `(limit + skipping.count) * 4` due jobs, so a poll costs what
-    /// it delivers, not what is queued.
+    /// most `limit`, leaving out those in `skipping` (deliveries in flight). The jobs in flight
+    /// (`skipping`'s values) are left out by the query itself, so a pass never pays for rows it
+    /// is sending already. The scan stops when `admission` says so or after `(limit +
+    /// skipping.count) * 4` due jobs, so a poll costs what it delivers, not what is queued.
     package func dueDevices(
-        now: Timestamp, limit: Int, skipping: Set<String>, choosing admission: inout HostAdmission
+        now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
     ) throws(StoreError) -> [DueDevice] {
         guard delivers else { return [] }
         return try read { db throws(DatabaseError) in
@@ -80,10 +81,11 @@ extension SQLStore {
             var seen = Set<String>()
             var scanned = 0
             let scanLimit = (limit + skipping.count) * 4
-            try db.scan(Self.dueDevicesSQL(db.dialect), [.int(now.milliseconds)]) { row in
+            let sending = db.dialect.idList(skipping.values.joined())
+            try db.scan(Self.dueDevicesSQL(db.dialect), [.int(now.milliseconds), sending]) { row in
                 scanned += 1
                 let device = DueDevice(userId: row.text(0), deviceId: row.text(1), target: row.text(2))
-                if !skipping.contains(device.key), seen.insert(device.key).inserted {
+                if skipping[device.key] == nil, seen.insert(device.key).inserted {
                     switch admission.consider(device) {
                     case .take: devices.append(device)
                     case .skip: break
@@ -156,78 +158,112 @@ extension SQLStore {
         }
     }
 
-    /// Records how a delivery attempt of `batch` ended.
+    /// Records how delivery attempts ended, in one write: the delivered jobs of every batch in one
+    /// statement, each other outcome by itself (they are the few).
     package func finish(
-        _ batch: PushBatch, result: DeliveryPolicy.Verdict, now: Timestamp,
+        _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         writer.submit(
             { db throws(DatabaseError) in
-                let time = Int64(now.milliseconds)
-                for id in batch.jobIds {
-                    switch result {
-                    case .delivered:
-                        try db.run(
-                            """
-                            UPDATE push_jobs SET state = \(JobState.delivered.sql), attempts = attempts + 1,
-                                last_error = NULL, updated_at = ? WHERE id = ? AND state = \(JobState.pending.sql)
-                            """, [.int(time), .int(id)])
-                    case .retry(let error, let at):
-                        try db.run(
-                            """
-                            UPDATE push_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
-                            WHERE id = ? AND state = \(JobState.pending.sql)
-                            """, [.text(error), .int(at), .int(time), .int(id)])
-                    case .dead(let error):
-                        try db.run(
-                            """
-                            UPDATE push_jobs SET state = \(JobState.dead.sql), attempts = attempts + 1, last_error = ?,
-                                updated_at = ?
-                            WHERE id = ? AND state = \(JobState.pending.sql)
-                            """, [.text(error), .int(time), .int(id)])
-                    case .postponed(let until):
-                        try db.run(
-                            """
-                            UPDATE push_jobs SET due_at = ?, updated_at = ?
-                            WHERE id = ? AND state = \(JobState.pending.sql)
-                            """,
-                            [.int(until), .int(time), .int(id)])
-                    case .requeue(let reason, let at):
-                        try db.run(
-                            """
-                            UPDATE push_jobs SET last_error = ?, due_at = ?, updated_at = ?
-                            WHERE id = ? AND state = \(JobState.pending.sql)
-                            """, [.text(reason), .int(at), .int(time), .int(id)])
-                    case .deviceGone:
-                        break
+                let time = now.milliseconds
+                var delivered: [Int64] = []
+                for (batch, result) in outcomes {
+                    if case .delivered = result {
+                        delivered += batch.jobIds
+                    } else {
+                        for id in batch.jobIds { try Self.record(result, job: id, db, now: time) }
                     }
+                    try Self.recordEntries(of: batch, result, db, now: time)
                 }
-                switch result {
-                case .delivered where batch.kind == .message:
-                    // (A dead entry too: an operator's replay of a dead letter that now got through.)
-                    try db.run(
-                        """
-                        UPDATE inbox_entries SET state = \(DeliveryState.pushed.sql)
-                        WHERE user_id = ? AND seq BETWEEN ? AND ?
-                            AND state IN \(DeliveryState.sql(.stored, .live, .dead))
-                        """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
-                case .dead where batch.kind == .message:
-                    try db.run(
-                        """
-                        UPDATE inbox_entries SET state = \(DeliveryState.dead.sql)
-                        WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN \(DeliveryState.sql(.stored, .live))
-                        """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
-                case .deviceGone(let reason):
-                    try db.run(
-                        "UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND device_id = ?",
-                        [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
-                    db.prefetched.devices[batch.userId] = nil
-                    try Self.cancel(
-                        db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
-                default:
-                    break
+                if !delivered.isEmpty {
+                    try db.run(Self.deliveredSQL(db.dialect), [.int(time), db.dialect.idList(delivered)])
                 }
             }, completion: completion)
+    }
+
+    /// Ends the pending jobs of the ids bound second as delivered, at the time bound first.
+    static func deliveredSQL(_ dialect: SQLDialect) -> String {
+        """
+        UPDATE push_jobs SET state = \(JobState.delivered.sql), attempts = attempts + 1,
+            last_error = NULL, updated_at = ?
+        WHERE \(dialect.among("id")) AND \(dialect.unindexed("state")) = \(JobState.pending.sql)
+        """
+    }
+
+    /// How the database would record delivered jobs (for the test that it looks their ids up).
+    package func deliveredQueryPlan() throws(StoreError) -> String {
+        try read { db throws(DatabaseError) in
+            try db.queryPlan(Self.deliveredSQL(db.dialect), [.int(0), db.dialect.idList([1, 2])])
+                .joined(separator: "\n")
+        }
+    }
+
+    /// A pending job's end other than delivered.
+    private static func record(
+        _ result: DeliveryPolicy.Verdict, job id: Int64, _ db: SQLWrite, now time: Int64
+    ) throws(DatabaseError) {
+        switch result {
+        case .retry(let error, let at):
+            try db.run(
+                """
+                UPDATE push_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
+                WHERE id = ? AND state = \(JobState.pending.sql)
+                """, [.text(error), .int(at), .int(time), .int(id)])
+        case .dead(let error):
+            try db.run(
+                """
+                UPDATE push_jobs SET state = \(JobState.dead.sql), attempts = attempts + 1, last_error = ?,
+                    updated_at = ?
+                WHERE id = ? AND state = \(JobState.pending.sql)
+                """, [.text(error), .int(time), .int(id)])
+        case .postponed(let until):
+            try db.run(
+                """
+                UPDATE push_jobs SET due_at = ?, updated_at = ?
+                WHERE id = ? AND state = \(JobState.pending.sql)
+                """,
+                [.int(until), .int(time), .int(id)])
+        case .requeue(let reason, let at):
+            try db.run(
+                """
+                UPDATE push_jobs SET last_error = ?, due_at = ?, updated_at = ?
+                WHERE id = ? AND state = \(JobState.pending.sql)
+                """, [.text(reason), .int(at), .int(time), .int(id)])
+        case .delivered, .deviceGone:
+            // (Delivered jobs are recorded together by `finish`; a gone device's are cancelled.)
+            break
+        }
+    }
+
+    /// What an outcome means for the batch's inbox entries and its device.
+    private static func recordEntries(
+        of batch: PushBatch, _ result: DeliveryPolicy.Verdict, _ db: SQLWrite, now time: Int64
+    ) throws(DatabaseError) {
+        switch result {
+        case .delivered where batch.kind == .message:
+            // (A dead entry too: an operator's replay of a dead letter that now got through.)
+            try db.run(
+                """
+                UPDATE inbox_entries SET state = \(DeliveryState.pushed.sql)
+                WHERE user_id = ? AND seq BETWEEN ? AND ?
+                    AND state IN \(DeliveryState.sql(.stored, .live, .dead))
+                """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
+        case .dead where batch.kind == .message:
+            try db.run(
+                """
+                UPDATE inbox_entries SET state = \(DeliveryState.dead.sql)
+                WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN \(DeliveryState.sql(.stored, .live))
+                """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
+        case .deviceGone(let reason):
+            try db.run(
+                "UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND device_id = ?",
+                [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
+            db.prefetched.devices[batch.userId] = nil
+            try Self.cancel(db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
+        default:
+            break
+        }
     }
 
     package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {
@@ -250,7 +286,7 @@ extension SQLStore {
         """
         SELECT j.user_id, j.device_id, d.transport FROM push_jobs j \(dialect.indexedBy("push_jobs_pending"))
         JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
-        WHERE j.state = \(JobState.pending.sql) AND j.due_at <= ?
+        WHERE j.state = \(JobState.pending.sql) AND j.due_at <= ? AND \(dialect.notAmong("j.id"))
         ORDER BY j.due_at, j.id
         """
     }
@@ -272,8 +308,10 @@ extension SQLStore {
     /// The plans of the notifier's reads (for the test that they walk the pending index).
     package func notifierQueryPlans() throws(StoreError) -> [String] {
         try read { db throws(DatabaseError) in
-            try ([Self.dueDevicesSQL(db.dialect)] + Self.nextDueSQL(db.dialect)).map { sql throws(DatabaseError) in
-                try db.queryPlan(sql, sql.contains("?") ? [.int(0)] : []).joined(separator: "\n")
+            let due = [SQLValue.int(0), db.dialect.idList([1, 2])]
+            let reads = [Self.dueDevicesSQL(db.dialect)] + Self.nextDueSQL(db.dialect)
+            return try reads.map { sql throws(DatabaseError) in
+                try db.queryPlan(sql, sql.contains("?") ? due : []).joined(separator: "\n")
             }
         }
     }

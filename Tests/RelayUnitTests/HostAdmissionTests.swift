@@ -52,6 +52,23 @@ import Testing
         #expect(Self.chosen(Array(busy.dropLast()) + [later], by: &admission, limit: 10) == ["late"])
     }
 
+    /// Each host has its own number of slots (a push service's host more than a webhook's).
+    @Test func eachHostHasItsOwnSlots() {
+        var admission = HostAdmission { transport in
+            if case .webhook(let url) = transport {
+                (url.host, url.host == "service.example" ? 3 : 1)
+            } else {
+                ("x", 1)
+            }
+        }
+        admission.begin(inFlight: ["service.example": 1])
+        let candidates =
+            (1...4).map { Self.due("s\($0)", host: "service.example") } + [
+                Self.due("w1", host: "hook.example"), Self.due("w2", host: "hook.example"),
+            ]
+        #expect(Self.chosen(candidates, by: &admission, limit: 10) == ["s1", "s2", "w1"])
+    }
+
     @Test func aMalformedTransportIsChosenToBeDeadLettered() {
         var admission = Self.admission(slots: 1)
         admission.begin(inFlight: [:])

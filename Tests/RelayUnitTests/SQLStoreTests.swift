@@ -331,10 +331,10 @@ import Testing
             _ = try await Self.accept(store, new)
         }
         #expect(
-            try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: [])
+            try store.duePushes(now: Timestamp(milliseconds: 1_599), limit: 10, skipping: [:])
                 .isEmpty)
         let batches = try store.duePushes(
-            now: Timestamp(milliseconds: 1_600), limit: 10, skipping: [])
+            now: Timestamp(milliseconds: 1_600), limit: 10, skipping: [:])
         #expect(batches.count == 1)
         #expect(batches.first?.seqFrom == 1)
         #expect(batches.first?.seqTo == 3)
@@ -371,7 +371,7 @@ import Testing
                 store, try targeted("full", "phone", contentFree: false, supersedes: Array("ids".utf8)))
         }
         let batches = try store.duePushes(
-            now: Timestamp(milliseconds: 2_000_000), limit: 10, skipping: [])
+            now: Timestamp(milliseconds: 2_000_000), limit: 10, skipping: [:])
         #expect(batches.map(\.deviceId).sorted() == ["phone", "watch"])
         #expect(batches.allSatisfy { $0.jobIds.count == 1 && $0.messageId == "mx_1" })
         #expect(batches.first { $0.deviceId == "watch" }?.contentFree == true)
@@ -442,6 +442,12 @@ import Testing
             #expect(plan.contains("_jobs_pending"), "\(plan)")
             #expect(!plan.contains("TEMP B-TREE"), "\(plan)")
         }
+        // SQLite (no statistics) looks delivered jobs up by id, never walking every pending job;
+        // PostgreSQL's planner chooses by its statistics (on these empty tables, any index).
+        let delivered = try store.deliveredQueryPlan()
+        if !delivered.hasPrefix("Update on") {
+            #expect(delivered.contains("USING INTEGER PRIMARY KEY"), "\(delivered)")
+        }
     }
 
     /// A requeue (the provider never processed the request) leaves the attempts as they were, so the
@@ -458,7 +464,7 @@ import Testing
         _ = try await Self.accept(store, new)
         let later = Timestamp(milliseconds: 2_000_000)
         func due(_ at: Timestamp) throws -> [PushBatch] {
-            try store.duePushes(now: at, limit: 10, skipping: [])
+            try store.duePushes(now: at, limit: 10, skipping: [:])
         }
         var batch = try #require(try due(later).first)
         try await Self.wait {
@@ -478,6 +484,57 @@ import Testing
         #expect(record.state == .pending && record.attempts == 1 && record.lastError == "REFUSED_STREAM")
     }
 
+    /// A scheduler pass never reads the jobs it is sending already: the store leaves them out by
+    /// id, and the device's other due jobs by its key.
+    @Test func theDueScanLeavesOutJobsInFlight() async throws {
+        let store = try open()
+        defer { store.close() }
+        for userId in ["a", "b"] {
+            let device = Device(
+                userId: userId, deviceId: "phone", target: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
+                createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+            _ = try await Self.wait { store.putDevice(device, completion: $0) }
+        }
+        var new = try message("m1", ["a", "b"])
+        new.delivery = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
+        _ = try await Self.accept(store, new)
+        let later = Timestamp(milliseconds: 2_000_000)
+        let all = try store.duePushes(now: later, limit: 10)
+        #expect(all.map(\.userId) == ["a", "b"])
+        let sending = try #require(all.first)
+        let rest = try store.duePushes(now: later, limit: 10, skipping: [sending.deviceKey: sending.jobIds])
+        #expect(rest.map(\.userId) == ["b"])
+    }
+
+    /// Outcomes recorded together in one write: delivered jobs (in one statement) and the others,
+    /// each with its own effect on the jobs and the inbox entries.
+    @Test func outcomesRecordedTogetherEachTakeEffect() async throws {
+        let store = try open()
+        defer { store.close() }
+        for userId in ["a", "b", "c"] {
+            let device = Device(
+                userId: userId, deviceId: "phone", target: "http://127.0.0.1:9/p", platform: nil, contentFree: false,
+                createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0))
+            _ = try await Self.wait { store.putDevice(device, completion: $0) }
+        }
+        var new = try message("m1", ["a", "b", "c"])
+        new.delivery = DeliveryPolicy(pushDelayMs: 600, ackTimeoutMs: 5000)
+        _ = try await Self.accept(store, new)
+        let later = Timestamp(milliseconds: 2_000_000)
+        let batches = try store.duePushes(now: later, limit: 10)
+        #expect(batches.count == 3)
+        let outcomes = batches.map { batch -> (batch: PushBatch, result: DeliveryPolicy.Verdict) in
+            (batch, batch.userId == "c" ? .retry(error: "HTTP 503", at: 3_000_000) : .delivered)
+        }
+        try await Self.wait { store.finish(outcomes, now: later, completion: $0) }
+        let states = try store.deliveries(messageId: "m1").map { ($0.userId, $0.state, $0.attempts) }
+        #expect(states.map(\.0) == ["a", "b", "c"])
+        #expect(states.map(\.1) == [.delivered, .delivered, .pending])
+        #expect(states.allSatisfy { $0.2 == 1 })
+        #expect(try store.duePushes(now: later, limit: 10).isEmpty)
+        #expect(try Self.expectCountsMatchRows(store)[.delivered] == 2)
+    }
+
     /// The counters follow every way a push job changes state or goes away, survive a restart,
     /// and match the rows at each step.
     @Test func pushJobCountsFollowEveryTransition() async throws {
@@ -495,7 +552,7 @@ import Testing
         #expect(try Self.expectCountsMatchRows(store)[.pending] == 2)
 
         let later = Timestamp(milliseconds: 2_000_000)
-        let batches = try store.duePushes(now: later, limit: 10, skipping: [])
+        let batches = try store.duePushes(now: later, limit: 10, skipping: [:])
         #expect(batches.count == 2)
         for batch in batches {
             let result: DeliveryPolicy.Verdict = batch.deviceId == "phone" ? .delivered : .dead(error: "HTTP 500")
@@ -553,7 +610,7 @@ import Testing
         _ = try await Self.wait { store.ack(userId: "u", seq: 2, epoch: nil, now: now, completion: $0) }
         let later = Timestamp(milliseconds: 2_000_000)
         let tablet = try #require(
-            try store.duePushes(now: later, limit: 10, skipping: [])
+            try store.duePushes(now: later, limit: 10, skipping: [:])
                 .first { $0.deviceId == "tablet" })
         try await Self.wait { store.finish(tablet, result: .deviceGone(reason: "gone"), now: later, completion: $0) }
 

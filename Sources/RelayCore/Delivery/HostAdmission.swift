@@ -7,10 +7,12 @@
 /// cache of parsed transports (parsing one costs more than the row it came with, and the same
 /// ones come back push after push).
 package struct HostAdmission: Sendable {
-    /// A device's push transport, parsed, with the `host:port` its slots and breaker are kept per.
+    /// A device's push transport, parsed, with the `host:port` its slots and breaker are kept per,
+    /// and how many deliveries that host may have in flight.
     package struct Target {
         package let transport: PushTransport
         package let host: String
+        package let slots: Int
     }
 
     /// How many due devices a pass looks past once their hosts are full, looking for other
@@ -20,13 +22,17 @@ package struct HostAdmission: Sendable {
     private var free: [String: Int] = [:]
     private var targets: [String: Target?] = [:]
     private var inFlight: [String: Int] = [:]
-    private var slotsPerHost: Int
     private var turnedDown = 0
-    private let hostOf: @Sendable (PushTransport) -> String
+    private let place: @Sendable (PushTransport) -> (host: String, slots: Int)
 
+    /// - Parameter place: a transport's host, and the deliveries that host may have in flight.
+    package init(place: @escaping @Sendable (PushTransport) -> (host: String, slots: Int)) {
+        self.place = place
+    }
+
+    /// The same number of slots for every host.
     package init(slotsPerHost: Int, hostOf: @escaping @Sendable (PushTransport) -> String) {
-        self.slotsPerHost = slotsPerHost
-        self.hostOf = hostOf
+        self.init { transport in (hostOf(transport), slotsPerHost) }
     }
 
     /// Starts a pass with the slots taken now.
@@ -51,8 +57,9 @@ package struct HostAdmission: Sendable {
     /// Whether the device's batch is worth reading now; counts it against its host if so. (A
     /// malformed transport is taken, so that its jobs are dead-lettered.)
     package mutating func consider(_ device: DueDevice) -> Choice {
-        guard let host = target(device.target)?.host else { return .take }
-        let left = free[host] ?? (slotsPerHost - inFlight[host, default: 0])
+        guard let target = target(device.target) else { return .take }
+        let host = target.host
+        let left = free[host] ?? (target.slots - inFlight[host, default: 0])
         guard left > 0 else {
             turnedDown += 1
             return turnedDown < Self.lookPastFull ? .skip : .stop
@@ -67,7 +74,10 @@ package struct HostAdmission: Sendable {
     /// The stored transport parsed, or nil when it is malformed.
     package mutating func target(_ stored: String) -> Target? {
         if let known = targets[stored] { return known }
-        let parsed = PushTransport(target: stored).map { Target(transport: $0, host: hostOf($0)) }
+        let parsed = PushTransport(target: stored).map { transport in
+            let (host, slots) = place(transport)
+            return Target(transport: transport, host: host, slots: slots)
+        }
         targets[stored] = .some(parsed)
         return parsed
     }
