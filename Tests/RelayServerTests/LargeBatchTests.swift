@@ -17,10 +17,11 @@ import Testing
     }
 
     /// Two batches of 60,000 inbox rows each are posted at once; while they are stored, a single
-    /// post and `/readyz` are timed every 100 ms. Neither may wait for a batch: the longest wait
-    /// of each stays under a quarter of the time the batches took (relative, the machine is busy).
-    /// Before, the writer took a batch as one write, and a single post queued behind it waited
-    /// for all of it (and `/readyz`, a write too, as long).
+    /// post and `/readyz` are sent every 100 ms. Neither may wait for a batch: at least three of
+    /// each are answered before the batches are. Before, the writer took a batch as one write,
+    /// and a single post queued behind both waited for all of them (and `/readyz`, a write too,
+    /// as long): none was answered first. (Counted, not timed: under the thread sanitizer on a
+    /// busy machine a single post once took 4.4 s of the batches' 14.5 s, and a ratio failed.)
     @Test func aBystanderIsAnsweredWhileLargeBatchesAreStored() async throws {
         let relay = try RelayProcess()
         let started = ContinuousClock.now
@@ -45,6 +46,7 @@ import Testing
         var single = Duration.zero
         var ready = Duration.zero
         var probes = 0
+        var answeredFirst = 0
         while ContinuousClock.now - started < .seconds(120) {
             let clock = ContinuousClock.now
             let posted = try await relay.request(
@@ -56,12 +58,16 @@ import Testing
             ready = max(ready, ContinuousClock.now - readyClock)
             probes += 1
             if await done.value { break }
+            answeredFirst += 1
             try await Task.sleep(for: .milliseconds(100))
         }
         let longest = try await batches.value
-        #expect(probes >= 3, "the batches took \(longest): too quick to be measured beside")
-        #expect(single < longest / 4, "a single post waited \(single) while the batches took \(longest)")
-        #expect(ready < longest / 4, "/readyz waited \(ready) while the batches took \(longest)")
+        #expect(
+            answeredFirst >= 3,
+            """
+            \(answeredFirst) of \(probes) single posts and /readyz answered before the batches (\(longest)); \
+            longest waits \(single) and \(ready)
+            """)
     }
 
     /// `kill -9` in the middle of one batch: its first messages are stored, the rest not, and
