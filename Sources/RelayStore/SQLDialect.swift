@@ -49,11 +49,16 @@ package enum SQLDialect: Sendable {
 
     /// `ids` as `notAmong`'s binding: a JSON array for SQLite, an array literal for PostgreSQL.
     func idList(_ ids: some Sequence<Int64>) -> SQLValue {
-        let joined = ids.lazy.map(String.init).joined(separator: ",")
-        switch self {
-        case .sqlite: return .text("[\(joined)]")
-        case .postgres: return .text("{\(joined)}")
+        var text = self == .sqlite ? "[" : "{"
+        text.reserveCapacity(ids.underestimatedCount * 8 + 2)
+        var first = true
+        for id in ids {
+            if !first { text += "," }
+            first = false
+            text += String(id)
         }
+        text += self == .sqlite ? "]" : "}"
+        return .text(text)
     }
 
     /// Whether statements are function calls in this process (SQLite), or round trips to a
