@@ -134,34 +134,38 @@ package final class PushNotifier: Sendable {
         }
     }
 
-    /// Sets the timer for the earliest due job; none when nothing is due.
-    private func sleepUntilNextDue() {
+    /// Sets the timer after a pass that read the store at `passAt`: for the first job falling due
+    /// after that (it must not wait for a wake: outcomes wake the scheduler only once the writer
+    /// has recorded them, and a slow delivery or a long transaction may hold them); after a pass
+    /// that took work, the safety net at the latest; after one that took nothing while jobs are
+    /// due but held back (devices in flight, hosts busy or paused), a look again shortly. With
+    /// nothing pending, no timer at all: a commit wakes the scheduler.
+    private func sleepUntilNextDue(passAt: Timestamp, tookWork: Bool) {
         let time = now().milliseconds
+        let safetyNet = Int64(settings.idleRecheckMs)
         do {
-            // Nothing will ever fall due by time alone: sleep until a commit wakes us.
-            guard let next = try store.nextDueAt()?.milliseconds else { return }
-            // Due already but held back (in flight, host busy): look again shortly.
-            timer.arm(afterMilliseconds: next > time ? next - time : Int64(settings.busyRecheckMs))
+            if let next = try store.nextDueAt(after: passAt)?.milliseconds {
+                timer.arm(afterMilliseconds: min(max(0, next - time), safetyNet))
+            } else if tookWork {
+                timer.arm(afterMilliseconds: safetyNet)
+            }
+            if !tookWork, let due = try store.nextDueAt(after: nil), due <= passAt {
+                timer.arm(afterMilliseconds: Int64(settings.busyRecheckMs))
+            }
         } catch {
             logger.warning("cannot read the next due time", ("error", "\(error)"))
             timer.arm(afterMilliseconds: 1000)
         }
     }
 
-    private func sleepUntilSafetyNet() {
-        timer.arm(afterMilliseconds: Int64(settings.idleRecheckMs))
-    }
-
     private func poll() {
+        let time = now()
         var tookWork = false
-        // A pass that took work is woken by its outcomes; only an idle one needs the
-        // store's next due time.
-        defer { tookWork ? sleepUntilSafetyNet() : sleepUntilNextDue() }
+        defer { sleepUntilNextDue(passAt: time, tookWork: tookWork) }
         pollEvents()
         let busy = inFlight.withLock { $0 }
         let room = settings.maxInFlight - busy.count
         guard room > 0 else { return }
-        let time = now()
         let batches: [PushBatch]
         do {
             let taken = hostsInFlight.withLock { $0 }

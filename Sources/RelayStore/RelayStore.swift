@@ -79,9 +79,9 @@ package protocol RelayStore: Sendable {
     /// The device was sent everything up to `seq` by a catch-up: its pending message jobs there
     /// wait for the ack, due no sooner than `until` (`DeliveryPolicy.caughtUp`).
     func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp)
-    /// The earliest due time among pending push and event jobs, if any (the scheduler sleeps
-    /// until then).
-    func nextDueAt() throws(StoreError) -> Timestamp?
+    /// The earliest due time among pending push and event jobs, if any; with `after`, the
+    /// earliest later than that (the scheduler sleeps until then).
+    func nextDueAt(after: Timestamp?) throws(StoreError) -> Timestamp?
 
     /// Queues an event for `eventsUrl` (durable), due at once.
     func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp)

@@ -291,16 +291,17 @@ extension SQLStore {
         """
     }
 
-    /// The earliest pending due time of each outbox (one index entry each).
+    /// The earliest pending due time after the time bound (0 for any) of each outbox (one index
+    /// entry each).
     static func nextDueSQL(_ dialect: SQLDialect) -> [String] {
         [
             """
             SELECT min(due_at) FROM push_jobs \(dialect.indexedBy("push_jobs_pending")) \
-            WHERE state = \(JobState.pending.sql)
+            WHERE state = \(JobState.pending.sql) AND due_at > ?
             """,
             """
             SELECT min(due_at) FROM event_jobs \(dialect.indexedBy("event_jobs_pending")) \
-            WHERE state = \(JobState.pending.sql)
+            WHERE state = \(JobState.pending.sql) AND due_at > ?
             """,
         ]
     }
@@ -311,17 +312,17 @@ extension SQLStore {
             let due = [SQLValue.int(0), db.dialect.idList([1, 2])]
             let reads = [Self.dueDevicesSQL(db.dialect)] + Self.nextDueSQL(db.dialect)
             return try reads.map { sql throws(DatabaseError) in
-                try db.queryPlan(sql, sql.contains("?") ? due : []).joined(separator: "\n")
+                try db.queryPlan(sql, Array(due.prefix(sql.count { $0 == "?" }))).joined(separator: "\n")
             }
         }
     }
 
-    package func nextDueAt() throws(StoreError) -> Timestamp? {
+    package func nextDueAt(after time: Timestamp?) throws(StoreError) -> Timestamp? {
         guard delivers else { return nil }
         return try read { db throws(DatabaseError) in
             var earliest: Int64?
             for sql in Self.nextDueSQL(db.dialect) {
-                try db.query(sql) { row in
+                try db.query(sql, [.int(time?.milliseconds ?? .min)]) { row in
                     if !row.isNull(0) { earliest = min(earliest ?? .max, row.int64(0)) }
                 }
             }

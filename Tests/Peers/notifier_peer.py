@@ -12,6 +12,8 @@ import hashlib
 import hmac
 import http.server
 import json
+import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -282,6 +284,46 @@ def hang(binary, receiver):
         relay.device(receiver, "hal", "phone")
         relay.post("h1", ["hal"])
         assert wait_for(lambda: len(receiver.received("/hal/phone")) >= 2)
+    finally:
+        relay.stop()
+
+
+def hold_writer(db, seconds):
+    """Holds the relay's writer up for `seconds` from another connection, as a long transaction
+    would: SQLite's write lock (the relay's writer waits up to its 5 s busy timeout), or on
+    PostgreSQL a lock on push_jobs that every outcome's UPDATE waits for."""
+    if db.startswith("postgresql:"):
+        subprocess.run(["psql", "-q", db, "-c",
+                        f"BEGIN; LOCK TABLE push_jobs IN EXCLUSIVE MODE; SELECT pg_sleep({seconds}); COMMIT;"],
+                       check=True, capture_output=True)
+        return
+    connection = sqlite3.connect(db, timeout=30, isolation_level=None)
+    connection.execute("BEGIN IMMEDIATE")
+    time.sleep(seconds)
+    connection.execute("COMMIT")
+    connection.close()
+
+
+@check("a push falling due while the writer is held up goes out on time, not after the writer")
+def due_while_writer_held(binary, receiver):
+    # hana's push is taken first; its outcome waits for the writer, held from before it is due
+    # until after ivo's is. ivo's must not wait for that outcome to wake the scheduler.
+    relay = Relay(binary, "--push-delay-ms", "1500")
+    try:
+        relay.device(receiver, "hana", "phone")
+        relay.device(receiver, "ivo", "phone")
+        relay.post("w1", ["hana"])
+        time.sleep(0.5)
+        relay.post("w2", ["ivo"])
+        released = []
+        holder = threading.Thread(target=lambda: (hold_writer(relay.db, 4.0), released.append(time.monotonic())))
+        holder.start()
+        assert wait_for(lambda: receiver.received("/ivo/phone"), 20), "ivo's push never came"
+        holder.join()
+        arrived = receiver.received("/ivo/phone")[0][3]
+        assert receiver.received("/hana/phone"), "hana's push never came"
+        assert arrived < released[0], f"ivo's push came {arrived - released[0]:.2f} s after the writer was released"
+        return f"ivo's push {released[0] - arrived:.1f} s before the writer was free again"
     finally:
         relay.stop()
 
