@@ -181,12 +181,12 @@ package final class PushNotifier: Sendable {
         // Every batch taken ends in `finish`, which wakes the next pass.
         tookWork = !batches.isEmpty
         for batch in batches {
-            let taken = inFlight.withLock { inFlight in
+            let claimed = inFlight.withLock { inFlight in
                 guard inFlight[batch.deviceKey] == nil else { return false }
                 inFlight[batch.deviceKey] = batch.jobIds
                 return true
             }
-            guard taken else { continue }
+            guard claimed else { continue }
             guard let target = admission.withLock({ $0.target(batch.target) }) else {
                 finish(batch, .dead(error: "the device's push transport is malformed"), started: time)
                 continue
