@@ -47,7 +47,8 @@ package enum SQLDialect: Sendable {
         }
     }
 
-    /// `ids` as `notAmong`'s binding: a JSON array for SQLite, an array literal for PostgreSQL.
+    /// `ids` as the binding of `among` or `notAmong`: a JSON array for SQLite, an array literal for
+    /// PostgreSQL.
     func idList(_ ids: some Sequence<Int64>) -> SQLValue {
         var text = self == .sqlite ? "[" : "{"
         text.reserveCapacity(ids.underestimatedCount * 8 + 2)

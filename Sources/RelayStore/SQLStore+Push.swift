@@ -291,8 +291,8 @@ extension SQLStore {
         """
     }
 
-    /// The earliest pending due time after the time bound (0 for any) of each outbox (one index
-    /// entry each).
+    /// The earliest pending due time after the time bound (`Int64.min` for any) of each outbox
+    /// (one index entry each).
     static func nextDueSQL(_ dialect: SQLDialect) -> [String] {
         [
             """
