@@ -10,8 +10,11 @@ extension SQLSpelled {
     /// The raw value as an SQL string literal (raw values are plain words: nothing to escape).
     var sql: String { "'\(rawValue)'" }
 
-    /// `('a', 'b')`, for `IN`.
-    static func sql(_ values: Self...) -> String { "(" + values.map(\.sql).joined(separator: ", ") + ")" }
+    /// `(column = 'a' OR column = 'b' …)`: what `column IN ('a', 'b', …)` means, without the
+    /// temporary table SQLite builds, on every execution, for an IN list of more than two constants.
+    static func any(_ column: String, of values: Self...) -> String {
+        "(" + values.map { "\(column) = \($0.sql)" }.joined(separator: " OR ") + ")"
+    }
 }
 
 extension JobState: SQLSpelled {}

@@ -128,33 +128,36 @@ extension SQLStore {
     /// waiting for an ack are not due yet and stay out).
     package func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch] {
         guard delivers, !devices.isEmpty else { return [] }
+        // One read transaction for the pass: a statement outside one opens and ends its own.
         return try read { db throws(DatabaseError) in
-            var result: [PushBatch] = []
-            for due in devices {
-                let (userId, deviceId) = (due.userId, due.deviceId)
-                var jobs: [DueJob] = []
-                var device: (target: String, contentFree: Bool, unread: Int64)?
-                try db.query(Self.dueJobsSQL, [.text(userId), .text(deviceId), .int(now.milliseconds)]) { raw in
-                    let row = raw.named(DueJobColumn.self)
-                    if device == nil { device = (row.text(.transport), row.bool(.contentFree), row.int64(.unread)) }
-                    jobs.append(
-                        DueJob(
-                            id: row.int64(.id), webhookId: row.text(.webhookId),
-                            kind: PushKind(rawValue: row.text(.kind)) ?? .message,
-                            messageId: row.optionalText(.messageId),
-                            seq: row.int64(.seq), collapseKey: row.optionalText(.collapseKey),
-                            attempts: Int(row.int64(.attempts)), expiresAt: row.timestamp(.expiresAt),
-                            priority: row.optionalText(.priority).flatMap(Priority.init) ?? .normal,
-                            push: row.optionalBytes(.push), badge: row.optionalInt64(.badge)))
+            try db.readSnapshot { () throws(DatabaseError) in
+                var result: [PushBatch] = []
+                for due in devices {
+                    let (userId, deviceId) = (due.userId, due.deviceId)
+                    var jobs: [DueJob] = []
+                    var device: (target: String, contentFree: Bool, unread: Int64)?
+                    try db.query(Self.dueJobsSQL, [.text(userId), .text(deviceId), .int(now.milliseconds)]) { raw in
+                        let row = raw.named(DueJobColumn.self)
+                        if device == nil { device = (row.text(.transport), row.bool(.contentFree), row.int64(.unread)) }
+                        jobs.append(
+                            DueJob(
+                                id: row.int64(.id), webhookId: row.text(.webhookId),
+                                kind: PushKind(rawValue: row.text(.kind)) ?? .message,
+                                messageId: row.optionalText(.messageId),
+                                seq: row.int64(.seq), collapseKey: row.optionalText(.collapseKey),
+                                attempts: Int(row.int64(.attempts)), expiresAt: row.timestamp(.expiresAt),
+                                priority: row.optionalText(.priority).flatMap(Priority.init) ?? .normal,
+                                push: row.optionalBytes(.push), badge: row.optionalInt64(.badge)))
+                    }
+                    guard let device,
+                        let batch = PushBatch.coalescing(
+                            jobs, userId: userId, deviceId: deviceId, target: device.target,
+                            contentFree: device.contentFree, unread: device.unread)
+                    else { continue }
+                    result.append(batch)
                 }
-                guard let device,
-                    let batch = PushBatch.coalescing(
-                        jobs, userId: userId, deviceId: deviceId, target: device.target,
-                        contentFree: device.contentFree, unread: device.unread)
-                else { continue }
-                result.append(batch)
+                return result
             }
-            return result
         }
     }
 
@@ -236,25 +239,28 @@ extension SQLStore {
         }
     }
 
+    /// The entries of the user and seq range bound pushed: those not yet (a dead one too: an
+    /// operator's replay of a dead letter that now got through).
+    static let entriesPushedSQL = """
+        UPDATE inbox_entries SET state = \(DeliveryState.pushed.sql)
+        WHERE user_id = ? AND seq BETWEEN ? AND ? AND \(DeliveryState.any("state", of: .stored, .live, .dead))
+        """
+
+    /// The entries of the user and seq range bound dead, unless they were pushed.
+    static let entriesDeadSQL = """
+        UPDATE inbox_entries SET state = \(DeliveryState.dead.sql)
+        WHERE user_id = ? AND seq BETWEEN ? AND ? AND \(DeliveryState.any("state", of: .stored, .live))
+        """
+
     /// What an outcome means for the batch's inbox entries and its device.
     private static func recordEntries(
         of batch: PushBatch, _ result: DeliveryPolicy.Verdict, _ db: SQLWrite, now time: Int64
     ) throws(DatabaseError) {
         switch result {
         case .delivered where batch.kind == .message:
-            // (A dead entry too: an operator's replay of a dead letter that now got through.)
-            try db.run(
-                """
-                UPDATE inbox_entries SET state = \(DeliveryState.pushed.sql)
-                WHERE user_id = ? AND seq BETWEEN ? AND ?
-                    AND state IN \(DeliveryState.sql(.stored, .live, .dead))
-                """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
+            try db.run(Self.entriesPushedSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
         case .dead where batch.kind == .message:
-            try db.run(
-                """
-                UPDATE inbox_entries SET state = \(DeliveryState.dead.sql)
-                WHERE user_id = ? AND seq BETWEEN ? AND ? AND state IN \(DeliveryState.sql(.stored, .live))
-                """, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
+            try db.run(Self.entriesDeadSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
         case .deviceGone(let reason):
             try db.run(
                 "UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND device_id = ?",
