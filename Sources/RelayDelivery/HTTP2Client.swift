@@ -21,15 +21,29 @@ import Synchronization
 package final class HTTP2Client: @unchecked Sendable {
     package typealias Response = HTTP2Session.Response
 
+    /// `https://host:port` of a service (an operator's setting, not a client's choice), with
+    /// the key its connections are kept under and its `:authority`, worked out once: a request
+    /// is built per push.
+    package struct Endpoint: Sendable {
+        package let url: PushURL
+        let key: String
+        let authority: String
+
+        package init(_ url: PushURL) {
+            self.url = url
+            key = url.origin
+            authority = url.hostHeader
+        }
+    }
+
     package struct Request: Sendable {
-        /// `https://host:port` of the service (an operator's setting, not a client's choice).
-        package var origin: PushURL
+        package var endpoint: Endpoint
         package var path: String
-        package var headers: [(String, String)]
+        package var headers: [(name: String, value: String)]
         package var body: [UInt8]
 
-        package init(origin: PushURL, path: String, headers: [(String, String)], body: [UInt8]) {
-            self.origin = origin
+        package init(endpoint: Endpoint, path: String, headers: [(name: String, value: String)], body: [UInt8]) {
+            self.endpoint = endpoint
             self.path = path
             self.headers = headers
             self.body = body
@@ -212,29 +226,31 @@ package final class HTTP2Client: @unchecked Sendable {
     // MARK: Requests
 
     private func dispatch(_ pending: Pending) {
-        let key = pending.request.origin.origin
-        var origin = origins[key] ?? Origin(url: pending.request.origin)
-        origin.waiting.append(pending)
-        origins[key] = origin
-        serve(key)
+        let endpoint = pending.request.endpoint
+        origins[endpoint.key, default: Origin(url: endpoint.url)].waiting.append(pending)
+        serve(endpoint.key)
     }
 
     /// Hands waiting requests to open connections with streams free; opens a connection when
     /// they have none (up to the limit).
     private func serve(_ key: String) {
-        guard var origin = origins[key] else { return }
-        while !origin.waiting.isEmpty {
+        // Taken out while it changes: a copy still in the dictionary would make every change
+        // to `waiting` copy it.
+        guard var origin = origins.removeValue(forKey: key) else { return }
+        var taken = 0
+        waiting: while taken < origin.waiting.count {
             guard
                 let connection = origin.connections.first(where: {
                     $0.isOpen && ($0.session?.availableStreams ?? 0) > 0
                 }), let session = connection.session
             else { break }
-            let pending = origin.waiting.removeFirst()
+            let pending = origin.waiting[taken]
             let request = pending.request
             do {
                 let id = try session.submit(
-                    method: "POST", authority: request.origin.hostHeader, path: request.path,
+                    method: "POST", authority: request.endpoint.authority, path: request.path,
                     headers: request.headers, body: request.body)
+                taken += 1
                 connection.streams[id] = pending
                 if !connection.submitted {
                     connection.submitted = true
@@ -244,15 +260,14 @@ package final class HTTP2Client: @unchecked Sendable {
                 switch error.code {
                 case .streamLimit, .goingAway, .closed:
                     // (availableStreams said otherwise: wait for the next event instead of spinning.)
-                    origin.waiting.insert(pending, at: 0)
-                    break
+                    break waiting
                 default:
+                    taken += 1
                     pending.done(.failure(.failed("HTTP/2: \(error.message)")))
-                    continue
                 }
-                break
             }
         }
+        origin.waiting.removeFirst(taken)
         let opening = origin.connections.contains { if case .open = $0.phase { return false } else { return true } }
         let needMore =
             !origin.waiting.isEmpty && !opening && origin.connections.count < settings.maxConnectionsPerOrigin

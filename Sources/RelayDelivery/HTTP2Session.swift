@@ -152,7 +152,7 @@ package final class HTTP2Session {
     /// `.streamLimit` while `availableStreams` is 0, `.goingAway` after a GOAWAY.
     package func submit(
         method: String, authority: String, path: String, scheme: String = "https",
-        headers: [(String, String)] = [], body: [UInt8] = []
+        headers: [(name: String, value: String)] = [], body: [UInt8] = []
     ) throws(Failure) -> Int32 {
         switch state.phase {
         case .open: break

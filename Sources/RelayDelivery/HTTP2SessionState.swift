@@ -20,8 +20,9 @@ final class HTTP2SessionState {
         case awaiting(UInt64)
     }
 
-    /// One request in flight, from `submit` to its terminal event.
-    struct Stream {
+    /// One request in flight, from `submit` to its terminal event. A class: the callbacks change
+    /// it field by field, several times per response, and each would otherwise be a lookup.
+    final class Stream {
         /// The request body; emptied once nghttp2 has read all of it.
         var body: [UInt8]
         var bodyOffset = 0
@@ -38,6 +39,8 @@ final class HTTP2SessionState {
         var ended = false
         /// A verdict of this side that wins over the close's error code.
         var failure: HTTP2Session.StreamFailure?
+
+        init(body: [UInt8]) { self.body = body }
     }
 
     let maxHeaderBytes: Int
@@ -77,10 +80,10 @@ final class HTTP2SessionState {
         // after a 1xx head that is the final head, otherwise trailers (not kept).
         let informational = stream.status.map { (100..<200).contains($0) } ?? false
         guard frame.headers.cat == NGHTTP2_HCAT_RESPONSE || informational else { return }
-        streams[id]?.readingHead = true
-        streams[id]?.status = nil
-        streams[id]?.headers = []
-        streams[id]?.headerBytes = 0
+        stream.readingHead = true
+        stream.status = nil
+        stream.headers = []
+        stream.headerBytes = 0
     }
 
     /// Returns 0, or NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE to have nghttp2 reset the stream.
@@ -90,32 +93,36 @@ final class HTTP2SessionState {
         // `used` never exceeds the limit, so `room` is not negative and nothing below overflows.
         let room = maxHeaderBytes - used
         guard name.count <= room, value.count <= room - name.count, 32 <= room - name.count - value.count else {
-            streams[id]?.failure = .responseTooLarge
+            stream.failure = .responseTooLarge
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
         }
-        streams[id]?.headerBytes = used + name.count + value.count + 32
-        let nameText = String(decoding: name, as: UTF8.self)
-        let valueText = String(decoding: value, as: UTF8.self)
-        if nameText == ":status" {
-            // nghttp2 has checked it is three digits.
-            streams[id]?.status = Int(valueText)
-        } else if !nameText.hasPrefix(":") {
-            streams[id]?.headers.append((nameText, valueText))
+        stream.headerBytes = used + name.count + value.count + 32
+        if name.first == UInt8(ascii: ":") {
+            // (nghttp2 lets no other pseudo-header through in a response.)
+            if name.elementsEqual(":status".utf8) { stream.status = Self.statusCode(value) }
+        } else {
+            stream.headers.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
         }
         return 0
+    }
+
+    /// Three digits, as nghttp2 has checked them to be (read without making a string of them).
+    private static func statusCode(_ digits: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard digits.count == 3, digits.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
     }
 
     private func dataChunk(_ session: OpaquePointer?, streamId: Int32, _ data: UnsafeBufferPointer<UInt8>) {
         guard let stream = streams[streamId], stream.failure == nil else { return }
         // The body never exceeds the limit, so the subtraction cannot go negative.
         guard data.count <= maxBodyBytes - stream.responseBody.count else {
-            streams[streamId]?.failure = .responseTooLarge
-            streams[streamId]?.responseBody = []
+            stream.failure = .responseTooLarge
+            stream.responseBody = []
             // Refusing more is all a client can do; the close reports `.responseTooLarge`.
             _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamId, NGHTTP2_CANCEL.rawValue)
             return
         }
-        streams[streamId]?.responseBody.append(contentsOf: data)
+        stream.responseBody.append(contentsOf: data)
     }
 
     private func frameReceived(_ session: OpaquePointer?, _ frame: nghttp2_frame) {
@@ -123,9 +130,9 @@ final class HTTP2SessionState {
         let ack = frame.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0
         switch UInt32(frame.hd.type) {
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
-            guard streams[frame.hd.stream_id] != nil else { break }
-            streams[frame.hd.stream_id]?.readingHead = false
-            if endStream { streams[frame.hd.stream_id]?.ended = true }
+            guard let stream = streams[frame.hd.stream_id] else { break }
+            stream.readingHead = false
+            if endStream { stream.ended = true }
         case NGHTTP2_SETTINGS.rawValue where !ack:
             // nghttp2 has applied the SETTINGS before it reports them.
             let limit = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
@@ -151,8 +158,8 @@ final class HTTP2SessionState {
     }
 
     private func frameSent(_ frame: nghttp2_frame) {
-        if frame.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), streams[frame.hd.stream_id] != nil {
-            streams[frame.hd.stream_id]?.requestSent = true
+        if frame.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), let stream = streams[frame.hd.stream_id] {
+            stream.requestSent = true
             return
         }
         // A client sends GOAWAY only when nghttp2 terminates the session over a peer's
@@ -169,9 +176,9 @@ final class HTTP2SessionState {
         // After GOAWAY nghttp2 refuses to open streams: the close that follows says REFUSED_STREAM,
         // which is true. Any other reason would be retried forever under that code.
         guard frame.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), error != NGHTTP2_ERR_START_STREAM_NOT_ALLOWED.rawValue,
-            streams[frame.hd.stream_id] != nil
+            let stream = streams[frame.hd.stream_id]
         else { return }
-        streams[frame.hd.stream_id]?.failure = .requestRejected(String(cString: nghttp2_strerror(error)))
+        stream.failure = .requestRejected(String(cString: nghttp2_strerror(error)))
     }
 
     private func streamClosed(_ id: Int32, errorCode: UInt32) {
@@ -198,8 +205,8 @@ final class HTTP2SessionState {
         let offset = stream.bodyOffset + count
         let eof = offset == stream.body.count
         // The body is not needed once it has left: keep no copy for the rest of the stream's life.
-        streams[streamId]?.body = eof ? [] : stream.body
-        streams[streamId]?.bodyOffset = eof ? 0 : offset
+        if eof { stream.body = [] }
+        stream.bodyOffset = eof ? 0 : offset
         return (count, eof)
     }
 

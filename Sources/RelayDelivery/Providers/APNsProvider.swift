@@ -22,11 +22,12 @@ package final class APNsProvider: PushProvider {
 
     private let credentials: Credentials
     private let defaultTopic: String?
-    private let production: PushURL
-    private let sandbox: PushURL
+    private let production: HTTP2Client.Endpoint
+    private let sandbox: HTTP2Client.Endpoint
     private let client: HTTP2Client
     private let schedule = APNsTokenSchedule()
-    private let token = LockedValue<(jwt: String, issuedAt: Int64)?>(nil)
+    /// When the provider token was signed, and the `authorization` value carrying it.
+    private let token = LockedValue<(issuedAt: Int64, authorization: String)?>(nil)
     private let wallClock: @Sendable () -> Timestamp
 
     package init(
@@ -35,8 +36,8 @@ package final class APNsProvider: PushProvider {
     ) {
         self.credentials = credentials
         self.defaultTopic = defaultTopic
-        self.production = production
-        self.sandbox = sandbox
+        self.production = HTTP2Client.Endpoint(production)
+        self.sandbox = HTTP2Client.Endpoint(sandbox)
         self.client = client
         wallClock = now
     }
@@ -44,11 +45,11 @@ package final class APNsProvider: PushProvider {
     package func stop() { client.stop() }
 
     package func host(for transport: PushTransport) -> String {
-        let url = origin(of: transport)
+        let url = origin(of: transport).url
         return "\(url.host):\(url.port)"
     }
 
-    private func origin(of transport: PushTransport) -> PushURL {
+    private func origin(of transport: PushTransport) -> HTTP2Client.Endpoint {
         if case .apns(let device) = transport, device.environment == .sandbox { return sandbox }
         return production
     }
@@ -72,17 +73,18 @@ package final class APNsProvider: PushProvider {
     }
 
     private func attempt(
-        _ request: APNsRequest, to origin: PushURL, renewed: Bool, done: @escaping @Sendable (DeliveryOutcome) -> Void
+        _ request: APNsRequest, to origin: HTTP2Client.Endpoint, renewed: Bool,
+        done: @escaping @Sendable (DeliveryOutcome) -> Void
     ) {
-        let current: (jwt: String, issuedAt: Int64)
+        let issuedAt: Int64
+        var headers = request.headers
         switch providerToken(expiredAnswerFor: nil) {
-        case .token(let jwt, let issuedAt): current = (jwt, issuedAt)
+        case .token(let signedAt, let authorization):
+            issuedAt = signedAt
+            headers.append(("authorization", authorization))
         case .settled(let outcome): return done(outcome)
         }
-        let http = HTTP2Client.Request(
-            origin: origin, path: request.path,
-            headers: request.headers.map { ($0.name, $0.value) } + [("authorization", "bearer \(current.jwt)")],
-            body: request.body)
+        let http = HTTP2Client.Request(endpoint: origin, path: request.path, headers: headers, body: request.body)
         client.send(http) { [self] result in
             switch result {
             case .success(let response):
@@ -91,7 +93,7 @@ package final class APNsProvider: PushProvider {
                     done(outcome)
                 case .renewTokenAndRetry(let reason):
                     guard !renewed else { return done(.misconfigured(reason: reason)) }
-                    switch providerToken(expiredAnswerFor: current.issuedAt) {
+                    switch providerToken(expiredAnswerFor: issuedAt) {
                     case .token: attempt(request, to: origin, renewed: true, done: done)
                     case .settled(let outcome): done(outcome)
                     }
@@ -108,7 +110,7 @@ package final class APNsProvider: PushProvider {
     /// one lock, so that concurrent pushes never mint two tokens for the key (APNs answers 429
     /// TooManyProviderTokenUpdates to a key whose token changes too often).
     private enum ProviderToken {
-        case token(jwt: String, issuedAt: Int64)
+        case token(issuedAt: Int64, authorization: String)
         /// No token to send with: the push settles as this.
         case settled(DeliveryOutcome)
     }
@@ -118,7 +120,7 @@ package final class APNsProvider: PushProvider {
         return token.withLock { token in
             switch schedule.action(now: now, issuedAt: token?.issuedAt, expiredAnswerFor: expiredAnswerFor) {
             case .use:
-                if let token { return .token(jwt: token.jwt, issuedAt: token.issuedAt) }
+                if let token { return .token(issuedAt: token.issuedAt, authorization: token.authorization) }
             case .misconfigured(let reason):
                 return .settled(.misconfigured(reason: reason))
             case .renew:
@@ -136,8 +138,8 @@ package final class APNsProvider: PushProvider {
             claims.endObject()
             do {
                 let jwt = try JWS.compact(header: header.bytes, claims: claims.bytes, sign: credentials.key.signES256)
-                token = (jwt, now)
-                return .token(jwt: jwt, issuedAt: now)
+                token = (now, "bearer \(jwt)")
+                return .token(issuedAt: now, authorization: "bearer \(jwt)")
             } catch {
                 return .settled(.misconfigured(reason: "APNs: cannot sign the provider token (\(error))"))
             }
