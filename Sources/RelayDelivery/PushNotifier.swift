@@ -187,7 +187,7 @@ package final class PushNotifier: Sendable {
                 return true
             }
             guard claimed else { continue }
-            guard let target = admission.withLock({ $0.target(batch.target) }) else {
+            guard let target = admission.withLock({ $0.placed(batch) }) else {
                 finish(batch, .dead(error: "the device's push transport is malformed"), started: time)
                 continue
             }

@@ -69,6 +69,24 @@ import Testing
         #expect(Self.chosen(candidates, by: &admission, limit: 10) == ["s1", "s2", "w1"])
     }
 
+    /// A batch goes to the transport its device has when the batch is read: the one the pass
+    /// parsed, or the new one if the device changed it in between.
+    @Test func aBatchIsPlacedByItsDevicesTransportNow() {
+        var admission = Self.admission(slots: 2)
+        admission.begin(inFlight: [:])
+        let device = Self.due("u1", host: "a.example")
+        #expect(admission.consider(device) == .take)
+        func batch(_ target: String) -> PushBatch {
+            PushBatch(
+                userId: "u1", deviceId: "phone", target: target, contentFree: false, jobIds: [1], webhookId: "w",
+                kind: .message, seqFrom: 1, seqTo: 1, messageId: "m", unread: 1, priority: .normal, collapseKey: nil,
+                push: nil, attempts: 0, expiresAt: Timestamp(milliseconds: 1))
+        }
+        #expect(admission.placed(batch(device.target))?.host == "a.example")
+        #expect(admission.placed(batch("http://b.example/u1"))?.host == "b.example")
+        #expect(admission.placed(batch("not a transport")) == nil)
+    }
+
     @Test func aMalformedTransportIsChosenToBeDeadLettered() {
         var admission = Self.admission(slots: 1)
         admission.begin(inFlight: [:])

@@ -3,9 +3,10 @@
 /// with a deep queue would otherwise be re-read in full on every pass).
 ///
 /// Pure: the store asks it of each due device as it reads them (`RelayStore.dueDevices`), so
-/// that the scan stops as soon as the pass has what it can send. Kept across passes for its
-/// cache of parsed transports (parsing one costs more than the row it came with, and the same
-/// ones come back push after push).
+/// that the scan stops as soon as the pass has what it can send; the pass then sends each batch
+/// to the transport parsed here (`placed`), not parsed again. Kept across passes for its cache
+/// of webhook URLs (parsing one costs more than the row it came with, and the same receiver
+/// comes back push after push).
 package struct HostAdmission: Sendable {
     /// A device's push transport, parsed, with the `host:port` its slots and breaker are kept per,
     /// and how many deliveries that host may have in flight.
@@ -20,7 +21,13 @@ package struct HostAdmission: Sendable {
     package static let lookPastFull = 64
 
     private var free: [String: Int] = [:]
+    /// Parsed webhook URLs, by their stored form. A push service's transport is one device's
+    /// token: caching it would only grow the table.
     private var targets: [String: Target?] = [:]
+    /// Transports parsed in this pass and in the one before, by device key: a batch taken is
+    /// sent with what `consider` parsed, and a device looked past comes back in the next pass.
+    private var parsed: [String: (stored: String, target: Target?)] = [:]
+    private var parsedBefore: [String: (stored: String, target: Target?)] = [:]
     private var inFlight: [String: Int] = [:]
     private var turnedDown = 0
     private let place: @Sendable (PushTransport) -> (host: String, slots: Int)
@@ -39,6 +46,8 @@ package struct HostAdmission: Sendable {
     package mutating func begin(inFlight: [String: Int]) {
         self.inFlight = inFlight
         free.removeAll(keepingCapacity: true)
+        swap(&parsed, &parsedBefore)
+        parsed.removeAll(keepingCapacity: true)
         turnedDown = 0
         // Transports come and go with devices; the cache only saves work, so forget it all at once.
         if targets.count > 100_000 { targets.removeAll() }
@@ -57,7 +66,7 @@ package struct HostAdmission: Sendable {
     /// Whether the device's batch is worth reading now; counts it against its host if so. (A
     /// malformed transport is taken, so that its jobs are dead-lettered.)
     package mutating func consider(_ device: DueDevice) -> Choice {
-        guard let target = target(device.target) else { return .take }
+        guard let target = target(of: device) else { return .take }
         let host = target.host
         let left = free[host] ?? (target.slots - inFlight[host, default: 0])
         guard left > 0 else {
@@ -68,17 +77,36 @@ package struct HostAdmission: Sendable {
         return .take
     }
 
+    /// The transport of a batch this pass read: the one `consider` parsed, unless the device
+    /// changed it in between.
+    package mutating func placed(_ batch: PushBatch) -> Target? {
+        if let known = parsed[batch.deviceKey], known.stored == batch.target { return known.target }
+        return target(batch.target)
+    }
+
+    private mutating func target(of device: DueDevice) -> Target? {
+        let key = device.key
+        if let known = parsed[key] ?? parsedBefore[key], known.stored == device.target {
+            parsed[key] = known
+            return known.target
+        }
+        let target = target(device.target)
+        parsed[key] = (device.target, target)
+        return target
+    }
+
     /// Takes every device (no host is ever full): for reading everything that is due.
     package static var takingAll: HostAdmission { HostAdmission(slotsPerHost: .max) { _ in "" } }
 
     /// The stored transport parsed, or nil when it is malformed.
-    package mutating func target(_ stored: String) -> Target? {
-        if let known = targets[stored] { return known }
+    private mutating func target(_ stored: String) -> Target? {
+        let shared = stored.utf8.first != UInt8(ascii: "{")  // (a push service's is a JSON object)
+        if shared, let known = targets[stored] { return known }
         let parsed = PushTransport(target: stored).map { transport in
             let (host, slots) = place(transport)
             return Target(transport: transport, host: host, slots: slots)
         }
-        targets[stored] = .some(parsed)
+        if shared { targets[stored] = .some(parsed) }
         return parsed
     }
 }
