@@ -5,8 +5,18 @@ import WebSocketCodec
 /// incremental `UTF8Stream`, fed a whole buffer at once.
 package enum UTF8Validator {
     package static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        // Most text is ASCII: skipped eight bytes at a time up to the first that is not (a code
+        // point boundary), before the byte-wise state machine takes over.
+        var ascii = 0
+        if let base = UnsafeRawPointer(bytes.baseAddress) {
+            while ascii + 8 <= bytes.count,
+                base.loadUnaligned(fromByteOffset: ascii, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
+            {
+                ascii += 8
+            }
+        }
         var stream = UTF8Stream()
-        return stream.feed(bytes) && stream.isComplete
+        return stream.feed(UnsafeBufferPointer(rebasing: bytes[ascii...])) && stream.isComplete
     }
 
     package static func isValid(_ bytes: [UInt8]) -> Bool {

@@ -120,4 +120,16 @@ import Testing
         #expect(!UTF8Validator.isValid([0x80]))  // lone continuation
         #expect(!UTF8Validator.isValid([0xFF]))
     }
+
+    /// ASCII is skipped a word at a time: what follows it, at any offset, is still checked.
+    @Test func checksWhatFollowsARunOfASCII() {
+        for run in [7, 8, 9, 16, 23] {
+            let ascii = [UInt8](repeating: UInt8(ascii: "a"), count: run)
+            #expect(UTF8Validator.isValid(ascii))
+            #expect(UTF8Validator.isValid(ascii + [0xC3, 0xA9] + ascii))
+            #expect(!UTF8Validator.isValid(ascii + [0xFF] + ascii))
+            #expect(!UTF8Validator.isValid(ascii + [0xE2, 0x82]))
+            #expect(!UTF8Validator.isValid(ascii + [0xED, 0xBF, 0xBF] + ascii))
+        }
+    }
 }
