@@ -378,7 +378,9 @@ package final class HTTP2Client: @unchecked Sendable {
                 }
                 connection.phase = .open
                 connection.lastActivity = MonotonicClock.milliseconds()
-                flush(connection)
+                // Read (then flush the preface) rather than wait for epoll: the handshake may have
+                // read ahead the server's first records (`TLSContext` reads ahead for HTTP/2).
+                read(connection)
                 serve(connection.origin)
             case .wouldBlock(let wantsWrite): watch(connection, wantsWrite ? .writable : .readable)
             case .closed: drop(connection, "TLS handshake failed: connection closed")

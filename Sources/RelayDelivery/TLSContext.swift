@@ -12,7 +12,8 @@ package final class TLSContext: @unchecked Sendable {
     private let context: OpaquePointer
 
     /// - Parameter alpn: protocols offered in the handshake (`["h2"]` for HTTP/2 services); none
-    ///   for the webhook client, which speaks HTTP/1.1 only.
+    ///   for the webhook client, which speaks HTTP/1.1 only. An HTTP/2 context reads ahead: its
+    ///   one client reads each connection until it would block, records already buffered too.
     package init(caFile: String?, alpn: [String] = []) throws(WebhookClient.Failure) {
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw WebhookClient.Failure(description: "TLS: \(Self.lastError())")
@@ -22,6 +23,8 @@ package final class TLSContext: @unchecked Sendable {
         pr_ssl_ctx_set_modes(context)
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
         if !alpn.isEmpty {
+            // (The HTTP/2 client reads each connection until it would block.)
+            pr_ssl_ctx_read_ahead(context)
             // The wire format: each protocol name prefixed by its length (RFC 7301 §3.1).
             let wire = alpn.flatMap { [UInt8(truncatingIfNeeded: $0.utf8.count)] + Array($0.utf8) }
             // (Returns 0 on success, unlike most of OpenSSL.)
