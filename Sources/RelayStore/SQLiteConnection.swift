@@ -7,6 +7,9 @@ import Glibc
 package final class SQLiteConnection: SQLConnection {
     let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]
+    /// The last statements `statement(_:)` handed out (a ring), looked at before `statements`.
+    private var recent: [(sql: String, statement: SQLiteStatement)?] = Array(repeating: nil, count: 8)
+    private var nextRecent = 0
 
     /// Configures the library once, before the first connection initializes it.
     private static let configured: Void = { _ = pr_sqlite3_disable_memstatus() }()
@@ -63,6 +66,7 @@ package final class SQLiteConnection: SQLConnection {
     }
 
     deinit {
+        recent.removeAll()
         statements.removeAll()
         sqlite3_close_v2(handle)
     }
@@ -80,12 +84,23 @@ package final class SQLiteConnection: SQLConnection {
 
     /// A prepared statement, cached per connection and reset for reuse.
     package func statement(_ sql: String) throws(DatabaseError) -> SQLiteStatement {
+        // The statements run last are looked at first: the hot ones run again and again with the
+        // same text, which `==` finds equal at once (same storage), where the table would hash
+        // all of it (hundreds of bytes) every time.
+        for case let (text, statement)? in recent where text == sql {
+            statement.reset()
+            return statement
+        }
+        let statement: SQLiteStatement
         if let cached = statements[sql] {
             cached.reset()
-            return cached
+            statement = cached
+        } else {
+            statement = try SQLiteStatement(connection: self, sql: sql)
+            statements[sql] = statement
         }
-        let statement = try SQLiteStatement(connection: self, sql: sql)
-        statements[sql] = statement
+        recent[nextRecent] = (sql, statement)
+        nextRecent = (nextRecent + 1) % recent.count
         return statement
     }
 
