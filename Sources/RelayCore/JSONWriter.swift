@@ -65,7 +65,17 @@ package struct JSONWriter: Sendable {
 
     package mutating func int(_ value: some BinaryInteger) {
         separate()
-        bytes.append(contentsOf: String(value).utf8)
+        guard let value = Int64(exactly: value) else { return bytes.append(contentsOf: String(value).utf8) }
+        // Digits written straight into the bytes: `String(value)` goes through the generic
+        // description path, and writers put several numbers in every push.
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        bytes[start...].reverse()
     }
 
     package mutating func bool(_ value: Bool) {

@@ -84,6 +84,17 @@ import Testing
         #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"list":[1,{"x":null,"y":[true]},"s"],"n":false}"#)
     }
 
+    @Test func writerWritesIntegersAsSwiftDoes() {
+        let values: [Int64] = [0, 7, -7, 10, 1_234_567_890, .max, .min]
+        var writer = JSONWriter()
+        writer.beginArray()
+        for value in values { writer.int(value) }
+        writer.int(UInt64.max)
+        writer.endArray()
+        let expected = "[" + (values.map(String.init) + [String(UInt64.max)]).joined(separator: ",") + "]"
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == expected)
+    }
+
     @Test func writerEscapesOnlyWhatJSONNeedsAndWritesTimestamps() throws {
         var writer = JSONWriter()
         writer.beginArray()
