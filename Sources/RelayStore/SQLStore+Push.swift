@@ -84,7 +84,8 @@ extension SQLStore {
             let sending = db.dialect.idList(skipping.values.joined())
             try db.scan(Self.dueDevicesSQL(db.dialect), [.int(now.milliseconds), sending]) { row in
                 scanned += 1
-                let device = DueDevice(userId: row.text(0), deviceId: row.text(1), target: row.text(2))
+                let device = DueDevice(
+                    userId: row.text(0), deviceId: row.text(1), target: row.text(2), contentFree: row.int64(3) != 0)
                 if skipping[device.key] == nil, seen.insert(device.key).inserted {
                     switch admission.consider(device) {
                     case .take: devices.append(device)
@@ -98,15 +99,14 @@ extension SQLStore {
         }
     }
 
-    /// A due job of one device, with what its push is made of (the device, the message, the
-    /// unread count).
+    /// A due job of one device, with what its push is made of (the message, the unread count;
+    /// the device's part came with the due scan).
     enum DueJobColumn: Int32, SQLColumns {
         case id, webhookId, kind, messageId, seq, collapseKey, attempts, expiresAt
-        case transport, contentFree, priority, push, unread, badge
+        case priority, push, unread, badge
 
         var expression: String {
             switch self {
-            case .transport, .contentFree: "d.\(column)"
             case .priority, .push: "m.\(column)"
             case .unread: "i.head_seq - i.ack_seq"
             default: "j.\(column)"
@@ -117,7 +117,6 @@ extension SQLStore {
     static let dueJobsSQL = """
         SELECT \(DueJobColumn.list)
         FROM push_jobs j
-        JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
         LEFT JOIN messages m ON m.id = j.message_id
         LEFT JOIN inboxes i ON i.user_id = j.user_id
         WHERE j.user_id = ? AND j.device_id = ? AND j.state = \(JobState.pending.sql) AND j.due_at <= ?
@@ -125,7 +124,8 @@ extension SQLStore {
 
     /// Every due job of each of `devices`, coalesced into one batch per device (a window's jobs
     /// share their due time, `DeliveryPolicy.dueAt`, so a push covers its whole window; jobs still
-    /// waiting for an ack are not due yet and stay out).
+    /// waiting for an ack are not due yet and stay out). The device is as the due scan read it
+    /// (a disabled or deleted device's jobs are cancelled with it: none is pending here).
     package func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch] {
         guard delivers, !devices.isEmpty else { return [] }
         // One read transaction for the pass: a statement outside one opens and ends its own.
@@ -135,10 +135,10 @@ extension SQLStore {
                 for due in devices {
                     let (userId, deviceId) = (due.userId, due.deviceId)
                     var jobs: [DueJob] = []
-                    var device: (target: String, contentFree: Bool, unread: Int64)?
+                    var unread: Int64 = 0
                     try db.query(Self.dueJobsSQL, [.text(userId), .text(deviceId), .int(now.milliseconds)]) { raw in
                         let row = raw.named(DueJobColumn.self)
-                        if device == nil { device = (row.text(.transport), row.bool(.contentFree), row.int64(.unread)) }
+                        if jobs.isEmpty { unread = row.int64(.unread) }
                         jobs.append(
                             DueJob(
                                 id: row.int64(.id), webhookId: row.text(.webhookId),
@@ -149,10 +149,10 @@ extension SQLStore {
                                 priority: row.optionalText(.priority).flatMap(Priority.init) ?? .normal,
                                 push: row.optionalBytes(.push), badge: row.optionalInt64(.badge)))
                     }
-                    guard let device,
+                    guard
                         let batch = PushBatch.coalescing(
-                            jobs, userId: userId, deviceId: deviceId, target: device.target,
-                            contentFree: device.contentFree, unread: device.unread)
+                            jobs, userId: userId, deviceId: deviceId, target: due.target, contentFree: due.contentFree,
+                            unread: unread)
                     else { continue }
                     result.append(batch)
                 }
@@ -290,7 +290,7 @@ extension SQLStore {
     /// sort every pending job on each pass (12× slower delivery at 20,000 pending).
     static func dueDevicesSQL(_ dialect: SQLDialect) -> String {
         """
-        SELECT j.user_id, j.device_id, d.transport FROM push_jobs j \(dialect.indexedBy("push_jobs_pending"))
+        SELECT j.user_id, j.device_id, d.transport, d.content_free FROM push_jobs j \(dialect.indexedBy("push_jobs_pending"))
         JOIN devices d ON d.user_id = j.user_id AND d.device_id = j.device_id AND d.active = 1
         WHERE j.state = \(JobState.pending.sql) AND j.due_at <= ? AND \(dialect.notAmong("j.id"))
         ORDER BY j.due_at, j.id
