@@ -169,11 +169,10 @@ package final class PushNotifier: Sendable {
         let batches: [PushBatch]
         do {
             let taken = hostsInFlight.withLock { $0 }
-            let chosen = try admission.withLock { admission in
+            batches = try admission.withLock { admission in
                 admission.begin(inFlight: taken)
-                return try store.dueDevices(now: time, limit: room, skipping: busy, choosing: &admission)
+                return try store.pushBatches(now: time, limit: room, skipping: busy, choosing: &admission)
             }
-            batches = try store.pushBatches(for: chosen, now: time)
         } catch {
             logger.warning("cannot read due pushes", ("error", "\(error)"))
             return

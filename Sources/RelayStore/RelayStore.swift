@@ -52,14 +52,12 @@ package protocol RelayStore: Sendable {
 
     // MARK: Push outbox
 
-    /// Devices with due push jobs, oldest due first, as `admission` (pure: by free slots per
-    /// host) takes them while they are read, leaving out those in `skipping` (device keys, with
-    /// the ids of their jobs in flight); at most `limit`.
-    func dueDevices(
+    /// The due jobs of the devices `admission` (pure: by free slots per host) takes while they
+    /// are read, oldest due first, coalesced into one batch per device; leaving out the devices
+    /// in `skipping` (device keys, with the ids of their jobs in flight); at most `limit`.
+    func pushBatches(
         now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
-    ) throws(StoreError) -> [DueDevice]
-    /// The due jobs of each of `devices`, coalesced into one batch per device.
-    func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch]
+    ) throws(StoreError) -> [PushBatch]
     /// Records how delivery attempts ended (one write for all of them).
     func finish(
         _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
@@ -134,7 +132,6 @@ extension RelayStore {
         now: Timestamp, limit: Int, skipping: [String: [Int64]] = [:]
     ) throws(StoreError) -> [PushBatch] {
         var admission = HostAdmission.takingAll
-        return try pushBatches(
-            for: dueDevices(now: now, limit: limit, skipping: skipping, choosing: &admission), now: now)
+        return try pushBatches(now: now, limit: limit, skipping: skipping, choosing: &admission)
     }
 }

@@ -67,36 +67,53 @@ extension SQLStore {
         return !devices.isEmpty
     }
 
-    /// Devices with due jobs, oldest due first, as `admission` takes them while they are read: at
-    /// most `limit`, leaving out those in `skipping` (deliveries in flight). The jobs in flight
+    /// The due jobs of the devices `admission` takes while they are read, oldest due first,
+    /// coalesced into one batch per device (a window's jobs share their due time,
+    /// `DeliveryPolicy.dueAt`, so a push covers its whole window; jobs still waiting for an ack
+    /// are not due yet and stay out). At most `limit` devices, leaving out those in `skipping`
+    /// (deliveries in flight). One read transaction on one connection: the scan and the batches
+    /// come from the same snapshot, and the batches' reads find the pages the scan brought in.
+    package func pushBatches(
+        now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
+    ) throws(StoreError) -> [PushBatch] {
+        guard delivers else { return [] }
+        let before = admission
+        return try read { db throws(DatabaseError) in
+            try db.readSnapshot { () throws(DatabaseError) in
+                admission = before  // (a read retried on a fresh connection starts over)
+                let devices = try Self.dueDevices(db, now: now, limit: limit, skipping: skipping, choosing: &admission)
+                return try Self.batches(db, of: devices, now: now)
+            }
+        }
+    }
+
+    /// Devices with due jobs, oldest due first, as `admission` takes them. The jobs in flight
     /// (`skipping`'s values) are left out by the query itself, so a pass never pays for rows it
     /// is sending already. The scan stops when `admission` says so or after `(limit +
     /// skipping.count) * 4` due jobs, so a poll costs what it delivers, not what is queued.
-    package func dueDevices(
-        now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
-    ) throws(StoreError) -> [DueDevice] {
-        guard delivers else { return [] }
-        return try read { db throws(DatabaseError) in
-            var devices: [DueDevice] = []
-            var seen = Set<String>()
-            var scanned = 0
-            let scanLimit = (limit + skipping.count) * 4
-            let sending = db.dialect.idList(skipping.values.joined())
-            try db.scan(Self.dueDevicesSQL(db.dialect), [.int(now.milliseconds), sending]) { row in
-                scanned += 1
-                let device = DueDevice(
-                    userId: row.text(0), deviceId: row.text(1), target: row.text(2), contentFree: row.int64(3) != 0)
-                if skipping[device.key] == nil, seen.insert(device.key).inserted {
-                    switch admission.consider(device) {
-                    case .take: devices.append(device)
-                    case .skip: break
-                    case .stop: return false
-                    }
+    private static func dueDevices(
+        _ db: any SQLConnection, now: Timestamp, limit: Int, skipping: [String: [Int64]],
+        choosing admission: inout HostAdmission
+    ) throws(DatabaseError) -> [DueDevice] {
+        var devices: [DueDevice] = []
+        var seen = Set<String>()
+        var scanned = 0
+        let scanLimit = (limit + skipping.count) * 4
+        let sending = db.dialect.idList(skipping.values.joined())
+        try db.scan(dueDevicesSQL(db.dialect), [.int(now.milliseconds), sending]) { row in
+            scanned += 1
+            let device = DueDevice(
+                userId: row.text(0), deviceId: row.text(1), target: row.text(2), contentFree: row.int64(3) != 0)
+            if skipping[device.key] == nil, seen.insert(device.key).inserted {
+                switch admission.consider(device) {
+                case .take: devices.append(device)
+                case .skip: break
+                case .stop: return false
                 }
-                return devices.count < limit && scanned < scanLimit
             }
-            return devices
+            return devices.count < limit && scanned < scanLimit
         }
+        return devices
     }
 
     /// A due job of one device, with what its push is made of (the message, the unread count;
@@ -122,43 +139,36 @@ extension SQLStore {
         WHERE j.user_id = ? AND j.device_id = ? AND j.state = \(JobState.pending.sql) AND j.due_at <= ?
         """
 
-    /// Every due job of each of `devices`, coalesced into one batch per device (a window's jobs
-    /// share their due time, `DeliveryPolicy.dueAt`, so a push covers its whole window; jobs still
-    /// waiting for an ack are not due yet and stay out). The device is as the due scan read it
-    /// (a disabled or deleted device's jobs are cancelled with it: none is pending here).
-    package func pushBatches(for devices: [DueDevice], now: Timestamp) throws(StoreError) -> [PushBatch] {
-        guard delivers, !devices.isEmpty else { return [] }
-        // One read transaction for the pass: a statement outside one opens and ends its own.
-        return try read { db throws(DatabaseError) in
-            try db.readSnapshot { () throws(DatabaseError) in
-                var result: [PushBatch] = []
-                for due in devices {
-                    let (userId, deviceId) = (due.userId, due.deviceId)
-                    var jobs: [DueJob] = []
-                    var unread: Int64 = 0
-                    try db.query(Self.dueJobsSQL, [.text(userId), .text(deviceId), .int(now.milliseconds)]) { raw in
-                        let row = raw.named(DueJobColumn.self)
-                        if jobs.isEmpty { unread = row.int64(.unread) }
-                        jobs.append(
-                            DueJob(
-                                id: row.int64(.id), webhookId: row.text(.webhookId),
-                                kind: PushKind(rawValue: row.text(.kind)) ?? .message,
-                                messageId: row.optionalText(.messageId),
-                                seq: row.int64(.seq), collapseKey: row.optionalText(.collapseKey),
-                                attempts: Int(row.int64(.attempts)), expiresAt: row.timestamp(.expiresAt),
-                                priority: row.optionalText(.priority).flatMap(Priority.init) ?? .normal,
-                                push: row.optionalBytes(.push), badge: row.optionalInt64(.badge)))
-                    }
-                    guard
-                        let batch = PushBatch.coalescing(
-                            jobs, userId: userId, deviceId: deviceId, target: due.target, contentFree: due.contentFree,
-                            unread: unread)
-                    else { continue }
-                    result.append(batch)
-                }
-                return result
+    /// Every due job of each of `devices`, one batch per device. The device is as the scan read
+    /// it (a disabled or deleted device's jobs are cancelled with it: none is pending here).
+    private static func batches(
+        _ db: any SQLConnection, of devices: [DueDevice], now: Timestamp
+    ) throws(DatabaseError) -> [PushBatch] {
+        var result: [PushBatch] = []
+        for due in devices {
+            var jobs: [DueJob] = []
+            var unread: Int64 = 0
+            try db.query(dueJobsSQL, [.text(due.userId), .text(due.deviceId), .int(now.milliseconds)]) { raw in
+                let row = raw.named(DueJobColumn.self)
+                if jobs.isEmpty { unread = row.int64(.unread) }
+                jobs.append(
+                    DueJob(
+                        id: row.int64(.id), webhookId: row.text(.webhookId),
+                        kind: PushKind(rawValue: row.text(.kind)) ?? .message,
+                        messageId: row.optionalText(.messageId),
+                        seq: row.int64(.seq), collapseKey: row.optionalText(.collapseKey),
+                        attempts: Int(row.int64(.attempts)), expiresAt: row.timestamp(.expiresAt),
+                        priority: row.optionalText(.priority).flatMap(Priority.init) ?? .normal,
+                        push: row.optionalBytes(.push), badge: row.optionalInt64(.badge)))
             }
+            guard
+                let batch = PushBatch.coalescing(
+                    jobs, userId: due.userId, deviceId: due.deviceId, target: due.target, contentFree: due.contentFree,
+                    unread: unread)
+            else { continue }
+            result.append(batch)
         }
+        return result
     }
 
     /// Records how delivery attempts ended, in one write: the delivered jobs of every batch in one

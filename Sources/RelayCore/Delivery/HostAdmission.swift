@@ -2,7 +2,7 @@
 /// has delivery slots free, so a pass never reads batches it would only put back (one busy host
 /// with a deep queue would otherwise be re-read in full on every pass).
 ///
-/// Pure: the store asks it of each due device as it reads them (`RelayStore.dueDevices`), so
+/// Pure: the store asks it of each due device as it reads them (`RelayStore.pushBatches`), so
 /// that the scan stops as soon as the pass has what it can send; the pass then sends each batch
 /// to the transport parsed here (`placed`), not parsed again. Kept across passes for its cache
 /// of webhook URLs (parsing one costs more than the row it came with, and the same receiver
