@@ -77,10 +77,10 @@ extension SQLStore {
         now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
     ) throws(StoreError) -> [PushBatch] {
         guard delivers else { return [] }
-        let before = admission
+        // (A read retried on a fresh connection considers its devices again: the pass takes fewer.
+        // Not a copy of the admission to start over from: its tables would be copied on every pass.)
         return try read { db throws(DatabaseError) in
             try db.readSnapshot { () throws(DatabaseError) in
-                admission = before  // (a read retried on a fresh connection starts over)
                 let devices = try Self.dueDevices(db, now: now, limit: limit, skipping: skipping, choosing: &admission)
                 return try Self.batches(db, of: devices, now: now)
             }
