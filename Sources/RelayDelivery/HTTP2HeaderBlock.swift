@@ -21,7 +21,9 @@ struct HTTP2HeaderBlock {
     )
         throws(HTTP2Session.Failure)
     {
-        let pseudoBytes = 30 + method.utf8.count + scheme.utf8.count + authority.utf8.count + path.utf8.count
+        let pseudoBytes =
+            ":method:scheme:authority:path".utf8.count + method.utf8.count + scheme.utf8.count
+            + authority.utf8.count + path.utf8.count
         storage.reserveCapacity(headers.reduce(pseudoBytes) { $0 + $1.name.utf8.count + $1.value.utf8.count })
         spans.reserveCapacity(4 + headers.count)
         try appendPseudo(":method", method, check: nghttp2_check_method)

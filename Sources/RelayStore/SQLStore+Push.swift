@@ -71,8 +71,8 @@ extension SQLStore {
     /// coalesced into one batch per device (a window's jobs share their due time,
     /// `DeliveryPolicy.dueAt`, so a push covers its whole window; jobs still waiting for an ack
     /// are not due yet and stay out). At most `limit` devices, leaving out those in `skipping`
-    /// (deliveries in flight). One read transaction on one connection: the scan and the batches
-    /// come from the same snapshot, and the batches' reads find the pages the scan brought in.
+    /// (deliveries in flight). One read transaction: the scan and the batches come from the same
+    /// snapshot.
     package func pushBatches(
         now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
     ) throws(StoreError) -> [PushBatch] {
