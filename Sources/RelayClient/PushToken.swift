@@ -5,8 +5,9 @@ public import Foundation
 /// not live.
 public enum PushToken: Sendable, Equatable {
     /// APNs: the device token in hex, the app's bundle id (nil: the relay's `apnsTopic`), and
-    /// `sandbox` for development builds.
-    case apns(String, topic: String? = nil, environment: APNsEnvironment = .production)
+    /// its environment: `sandbox` for development builds, nil when the app does not say (the
+    /// relay sends to production, and tries the sandbox before it gives a token up).
+    case apns(String, topic: String? = nil, environment: APNsEnvironment? = nil)
     /// FCM: the registration token.
     case fcm(String)
     /// Web Push: the browser's `PushSubscription` (its endpoint, `keys.p256dh`, `keys.auth`).
@@ -19,7 +20,7 @@ public enum PushToken: Sendable, Equatable {
 
     /// APNs from the `Data` that `didRegisterForRemoteNotificationsWithDeviceToken` hands over.
     public static func apns(
-        deviceToken: Data, topic: String? = nil, environment: APNsEnvironment = .production
+        deviceToken: Data, topic: String? = nil, environment: APNsEnvironment? = nil
     ) -> PushToken {
         .apns(deviceToken.map { String(format: "%02x", $0) }.joined(), topic: topic, environment: environment)
     }
@@ -28,7 +29,9 @@ public enum PushToken: Sendable, Equatable {
     var body: [String: Any] {
         switch self {
         case .apns(let token, let topic, let environment):
-            var apns: [String: Any] = ["token": token, "environment": environment.rawValue]
+            // Only what the app set: the relay keeps what the server registered for the rest.
+            var apns: [String: Any] = ["token": token]
+            if let environment { apns["environment"] = environment.rawValue }
             if let topic { apns["topic"] = topic }
             return ["apns": apns]
         case .fcm(let token):

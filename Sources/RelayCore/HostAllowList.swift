@@ -7,7 +7,9 @@ import WebSocketCodec
 /// `:9000` allows that port only, `:*` any port, and no port the web ports 80 and 443 only — so
 /// that allowing a host never opens every service on it (a Docker socket on `127.0.0.1:2375`, an
 /// actuator endpoint). IPv6 addresses with a port are written in brackets: `[::1]:9000`,
-/// `[fd00::]/8:*`. Everything not listed is refused.
+/// `[fd00::]/8:*`. `*` is any host name — whose addresses the SSRF guard still requires public
+/// unless a network entry allows them (`*:443`: Web Push's default). Everything not listed is
+/// refused.
 package struct HostAllowList: Sendable, Equatable {
     /// Which ports an entry allows.
     package enum Ports: Sendable, Equatable {
@@ -26,6 +28,8 @@ package struct HostAllowList: Sendable, Equatable {
     }
 
     enum Target: Sendable, Equatable {
+        /// `*`: any host name (never an IP literal).
+        case anyName
         case host(String)
         case suffix(String)
         case network(IPAddress, prefix: Int)
@@ -42,6 +46,14 @@ package struct HostAllowList: Sendable, Equatable {
 
     /// Allows nothing (the default).
     package static let none = HostAllowList(entries: [])
+
+    /// Any host name on port 443 whose addresses are all public: where browsers' push services
+    /// live (`webPushAllowedHosts`' default).
+    package static let publicHTTPS: HostAllowList = {
+        var list = HostAllowList(entries: [Entry(target: .anyName, ports: .only(443))])
+        list.spelled = ["*:443"]
+        return list
+    }()
 
     /// Parses the entries; a failure names the offending entry.
     package static func parse(_ list: [String]) -> Result<HostAllowList, ValidationError> {
@@ -109,6 +121,7 @@ package struct HostAllowList: Sendable, Equatable {
             return Entry(target: .network(address, prefix: address.bytes.count * 8), ports: ports)
         }
         guard !target.contains(":"), !target.contains("[") else { return nil }
+        if target == "*" { return Entry(target: .anyName, ports: ports) }
         if target.hasPrefix("*.") { return Entry(target: .suffix(String(target.dropFirst(1))), ports: ports) }
         return Entry(target: .host(String(target)), ports: ports)
     }
@@ -120,6 +133,7 @@ package struct HostAllowList: Sendable, Equatable {
         return entries.contains { entry in
             guard entry.ports.allows(port) else { return false }
             switch entry.target {
+            case .anyName: return true
             case .host(let name): return name == host
             case .suffix(let suffix): return host.hasSuffix(suffix) && host.count > suffix.count
             case .network: return false

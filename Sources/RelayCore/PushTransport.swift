@@ -14,7 +14,12 @@ package enum PushTransport: Sendable, Equatable {
         package var token: String
         /// The app's bundle id; `nil` means the relay's `apnsTopic`.
         package var topic: String?
-        package var environment: Environment
+        /// As the app named it; nil when it named none: production, and sandbox tried too when
+        /// production refuses the token (a development build's token is BadDeviceToken there).
+        package var environment: Environment?
+
+        /// Where its pushes go first.
+        package var endpoint: Environment { environment ?? .production }
 
         package enum Environment: String, Sendable, Equatable {
             case production
@@ -75,14 +80,13 @@ package enum PushTransport: Sendable, Equatable {
         case .webhook:
             self = .webhook(try PushURL(try fields.string("pushUrl")))
         case .apns:
-            self = .apns(
-                try Self.asTransport { () throws(ValidationError) in
-                    try Self.apns(try FieldReader(Self.object(fields, "apns")))
-                })
+            let body = try FieldReader(Self.object(fields, "apns"))
+            try body.refusingUnknown(["token", "topic", "environment"], in: "apns")
+            self = .apns(try Self.asTransport { () throws(ValidationError) in try Self.apns(body) })
         case .fcm:
-            let token = try Self.asTransport { () throws(ValidationError) in
-                try FieldReader(Self.object(fields, "fcm")).string("token")
-            }
+            let body = try FieldReader(Self.object(fields, "fcm"))
+            try body.refusingUnknown(["token"], in: "fcm")
+            let token = try Self.asTransport { () throws(ValidationError) in try body.string("token") }
             guard (1...4096).contains(token.utf8.count),
                 token.utf8.allSatisfy({ Self.isTokenCharacter($0) })
             else { throw Self.invalid("fcm.token", "'fcm.token' must be an FCM registration token (1 to 4096 bytes)") }
@@ -121,7 +125,7 @@ package enum PushTransport: Sendable, Equatable {
             else { throw invalid("apns.topic", "'apns.topic' must be a bundle id such as com.example.chat") }
             topic = text
         }
-        var environment = APNsDevice.Environment.production
+        var environment: APNsDevice.Environment?
         if let value = fields.value("environment") {
             guard let text = value.stringValue, let parsed = APNsDevice.Environment(rawValue: text) else {
                 throw invalid("apns.environment", "'apns.environment' must be 'production' or 'sandbox'")
@@ -196,7 +200,7 @@ package enum PushTransport: Sendable, Equatable {
             writer.beginObject()
             writer.member("token", device.token)
             if let topic = device.topic { writer.member("topic", topic) }
-            writer.member("environment", device.environment.rawValue)
+            if let environment = device.environment { writer.member("environment", environment.rawValue) }
             writer.endObject()
         case .fcm(let token):
             writer.key("fcm")

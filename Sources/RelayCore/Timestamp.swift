@@ -53,6 +53,56 @@ package struct Timestamp: Sendable, Hashable, Comparable {
         text.append(contentsOf: reversed.reversed())
     }
 
+    /// Reads `rfc3339`'s form back: `YYYY-MM-DDTHH:MM:SS`, optional fraction (milliseconds kept),
+    /// then `Z` (UTC only: the API writes no other offset). Nil for anything else.
+    package init?(rfc3339 text: String) {
+        let bytes = Array(text.utf8)
+        func number(_ range: Range<Int>) -> Int64? {
+            guard range.upperBound <= bytes.count else { return nil }
+            var value: Int64 = 0
+            for byte in bytes[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard bytes.count >= 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+            bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            bytes.last == UInt8(ascii: "Z"), let year = number(0..<4), let month = number(5..<7),
+            let day = number(8..<10), let hour = number(11..<13), let minute = number(14..<16),
+            let second = number(17..<19), (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60,
+            second < 60
+        else { return nil }
+        var millis: Int64 = 0
+        if bytes.count > 20 {
+            // ".f…" up to the Z: milliseconds from the first three digits.
+            guard bytes[19] == UInt8(ascii: "."), bytes.count > 21, bytes.count <= 30,
+                let fraction = number(20..<(bytes.count - 1))
+            else { return nil }
+            let digits = bytes.count - 21
+            millis = digits >= 3 ? fraction / Self.powerOfTen(digits - 3) : fraction * Self.powerOfTen(3 - digits)
+        } else if bytes[19] != UInt8(ascii: "Z") {
+            return nil
+        }
+        let days = Self.days(fromCivil: year, month, day)
+        guard Self.civil(fromDays: days) == (Int(year), Int(month), Int(day)) else { return nil }  // (Feb 30)
+        self.init(milliseconds: ((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000) + millis)
+    }
+
+    private static func powerOfTen(_ exponent: Int) -> Int64 {
+        (0..<exponent).reduce(Int64(1)) { value, _ in value * 10 }
+    }
+
+    /// A proleptic Gregorian date to days since 1970-01-01 (the inverse of `civil(fromDays:)`).
+    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
     /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
     static func civil(fromDays days: Int64) -> (Int, Int, Int) {
         let z = days + 719_468

@@ -41,6 +41,18 @@ package struct FieldReader {
         object = value
     }
 
+    /// Refuses a member not in `known`: a typo ("enviroment") must not fall back to a default in
+    /// silence. `path` prefixes the field named in the error (`apns.enviroment`).
+    package func refusingUnknown(_ known: Set<String>, in path: String? = nil) throws(ValidationError) {
+        guard case .object(let members) = object else { return }
+        for (name, _) in members where !known.contains(name) {
+            let field = path.map { "\($0).\(name)" } ?? name
+            throw ValidationError(
+                .invalidField, field: field,
+                "unknown member '\(field)' (known: \(known.sorted().map { "'\($0)'" }.joined(separator: ", ")))")
+        }
+    }
+
     /// The member, with `null` treated as absent.
     package func value(_ name: String) -> JSONValue? {
         guard let value = object[name], !value.isNull else { return nil }

@@ -150,6 +150,17 @@ package final class P256Key: @unchecked Sendable {
         return peer
     }
 
+    /// Whether `point` is an uncompressed point on P-256 (a browser's `p256dh`): a push can never
+    /// be encrypted to one that is not, so it is refused when the subscription is registered.
+    package static func isPublicPoint(_ point: [UInt8]) -> Bool {
+        guard let template = parameters, let peer = try? template.peerKey(point) else { return false }
+        EVP_PKEY_free(peer)
+        return true
+    }
+
+    /// A key to copy the curve's parameters from (`isPublicPoint`).
+    private static let parameters: P256Key? = try? P256Key.generate()
+
     /// Takes ownership of `key`: checks it is a P-256 key and reads its public point; frees it
     /// on failure (a throwing class `init` would not run `deinit`).
     private static func adopt(_ key: OpaquePointer) throws(CryptoError) -> (OpaquePointer, [UInt8]) {

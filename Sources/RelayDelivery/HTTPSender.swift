@@ -6,24 +6,30 @@ package import RelayPoll
 /// checks the host first, resolving a name on a resolver thread; the client then connects to
 /// exactly the checked addresses. An operator's service URL (FCM) is resolved without the guard.
 package final class HTTPSender: Sendable {
-    /// Whether the SSRF guard and the allow-list apply to the URL.
+    /// Whether the SSRF guard applies to the URL, and with which allow-list.
     package enum Origin: Sendable {
+        /// A webhook's `pushUrl` or `eventsUrl`: `pushAllowedHosts`.
         case chosenByClient
+        /// A browser's Web Push endpoint: `webPushAllowedHosts`.
+        case webPushEndpoint
         case operatorSetting
     }
 
     private let client: WebhookClient
     private let resolver: WorkerPool
     private let ssrfGuard: SSRFGuard
+    private let webPushGuard: SSRFGuard
 
     /// - Parameter resolverThreads: threads resolving host names (`getaddrinfo` blocks); IP
     ///   literals skip them.
     package init(
-        tls: TLSContext, allowList: HostAllowList, connectTimeoutMs: Int, totalTimeoutMs: Int, resolverThreads: Int
+        tls: TLSContext, allowList: HostAllowList, webPushAllowList: HostAllowList, connectTimeoutMs: Int,
+        totalTimeoutMs: Int, resolverThreads: Int
     ) throws(Poller.Failure) {
         client = try WebhookClient(tls: tls, connectTimeoutMs: connectTimeoutMs, totalTimeoutMs: totalTimeoutMs)
         resolver = WorkerPool(threads: resolverThreads, name: "resolver")
         ssrfGuard = SSRFGuard(allowList: allowList)
+        webPushGuard = SSRFGuard(allowList: webPushAllowList, setting: "webPushAllowedHosts")
     }
 
     /// Ends the resolver threads and the client's loop (requests in flight get no answer).
@@ -37,12 +43,13 @@ package final class HTTPSender: Sendable {
         _ url: PushURL, origin: Origin, headers: [(String, String)], body: [UInt8],
         done: @escaping @Sendable (Result<WebhookClient.Response, Failure>) -> Void
     ) {
-        let send: @Sendable () -> Void = { [client, ssrfGuard] in
+        let send: @Sendable () -> Void = { [client, ssrfGuard, webPushGuard] in
             let addresses: [IPAddress]
             switch origin {
-            case .chosenByClient:
-                switch ssrfGuard.addresses(for: url) {
-                case .failure(let refusal): return done(.failure(.refused(refusal.description)))
+            case .chosenByClient, .webPushEndpoint:
+                switch (origin == .webPushEndpoint ? webPushGuard : ssrfGuard).addresses(for: url) {
+                case .failure(let refusal) where refusal.isFinal: return done(.failure(.refused(refusal.description)))
+                case .failure(let refusal): return done(.failure(.unreachable(refusal.description)))
                 case .success(let checked): addresses = checked
                 }
             case .operatorSetting:

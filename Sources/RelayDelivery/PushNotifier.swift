@@ -69,24 +69,38 @@ package final class PushNotifier: Sendable {
     private let providers: [PushTransport.Kind: any PushProvider]
     private let eventsInFlight = LockedValue<Set<Int64>>([])
     private let pollScheduled = LockedValue(false)
-    /// One breaker per receiver `host:port`.
-    private let breakers = LockedValue<[String: CircuitBreaker]>([:])
-    /// Deliveries in flight per receiver `host:port`.
-    private let hostsInFlight = LockedValue<[String: Int]>([:])
+    /// One breaker per route (`PushRoute`: transport, credential, `host:port`).
+    private let breakers = LockedValue<[PushRoute: CircuitBreaker]>([:])
+    /// Deliveries in flight per route.
+    private let hostsInFlight = LockedValue<[PushRoute: Int]>([:])
+    /// Devices whose last push was requeued (never processed), with how many times in a row.
+    private let resends = LockedValue<[String: Int]>([:])
+    /// Whether a rejected token is the device's or the configuration's, per route.
+    private let rejectedTokens = LockedValue(RejectedTokens())
+    /// When each route's last credentials line was logged, and how many were held back since.
+    private let credentialLines = LockedValue<[PushRoute: (at: Timestamp, suppressed: Int)]>([:])
+    /// Error and warning lines about pushes: one per failing attempt would be a flood (any
+    /// client can make its own pushes fail).
+    private let pushLogThrottle: LogThrottle
+    /// Set by `stop`: outcomes after it (deliveries cut short) are not recorded; their jobs stay
+    /// pending and go again after the restart.
+    private let stopping = LockedValue(false)
     /// Used by the scheduler pass only (the lock is never contended).
     private let admission: LockedValue<HostAdmission>
 
     /// - Parameter services: the push services with credentials, built on the notifier's HTTP
     ///   sender (the webhook is added here).
     package init(
-        store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList, metrics: Metrics,
+        store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList,
+        webPushAllowList: HostAllowList = .publicHTTPS, metrics: Metrics,
         logger: Logger, events: any RelayEventSink, eventsURL: PushURL?, tls: TLSContext,
         services: (HTTPSender) -> [PushTransport.Kind: any PushProvider] = { _ in [:] },
         now: @escaping @Sendable () -> Timestamp
     ) throws(Poller.Failure) {
         self.eventsURL = eventsURL
         sender = try HTTPSender(
-            tls: tls, allowList: allowList, connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
+            tls: tls, allowList: allowList, webPushAllowList: webPushAllowList,
+            connectTimeoutMs: Int(settings.connectTimeoutSeconds * 1000),
             totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000), resolverThreads: settings.resolverThreads)
         webhooks = WebhookProvider(sender: sender, signer: signer)
         var providers = services(sender)
@@ -95,7 +109,7 @@ package final class PushNotifier: Sendable {
         admission = LockedValue(
             HostAdmission { [providers] transport in
                 (
-                    providers[transport.kind]?.host(for: transport) ?? transport.kind.rawValue,
+                    providers[transport.kind]?.route(for: transport) ?? PushRoute(transport.kind, host: ""),
                     settings.slots(for: transport.kind)
                 )
             })
@@ -105,6 +119,7 @@ package final class PushNotifier: Sendable {
         self.logger = logger
         self.events = events
         self.now = now
+        pushLogThrottle = LogThrottle(linesPerSecond: 1, burst: 10, now: now())
     }
 
     package func start() {
@@ -113,6 +128,7 @@ package final class PushNotifier: Sendable {
     }
 
     package func stop() {
+        stopping.withLock { $0 = true }
         timer.stop()
         queue.sync {}
         for provider in providers.values { provider.stop() }
@@ -191,7 +207,8 @@ package final class PushNotifier: Sendable {
                 continue
             }
             switch settings.policy.due(
-                expiresAt: batch.expiresAt.milliseconds, host: gate(target, at: time), now: time.milliseconds)
+                expiresAt: batch.expiresAt.milliseconds, host: gate(target, at: time), now: time.milliseconds,
+                random: { Double.random(in: 0...1) })
             {
             case .attempt:
                 attempt(batch, to: target, at: time)
@@ -207,16 +224,16 @@ package final class PushNotifier: Sendable {
     /// Whether the target's host can take an attempt now, without changing its breaker (an
     /// expired job must not use up the probe).
     private func gate(_ target: HostAdmission.Target, at time: Timestamp) -> HostGate {
-        let host = target.host
-        if let until = breakers.withLock({ $0[host]?.pausedUntil(at: time) }) { return .paused(until: until) }
-        let busy = hostsInFlight.withLock { $0[host, default: 0] }
+        let route = target.route
+        if let until = breakers.withLock({ $0[route]?.pausedUntil(at: time) }) { return .paused(until: until) }
+        let busy = hostsInFlight.withLock { $0[route, default: 0] }
         return busy < target.slots ? .open : .full
     }
 
     /// Takes the breaker's go-ahead (the probe, for a host that was paused) and a slot, then sends.
     private func attempt(_ batch: PushBatch, to target: HostAdmission.Target, at time: Timestamp) {
-        let host = target.host
-        guard breakers.withLock({ $0[host, default: CircuitBreaker()].allows(at: time) }) else {
+        let route = target.route
+        guard breakers.withLock({ $0[route, default: CircuitBreaker()].allows(at: time) }) else {
             finish(batch, DeliveryPolicy.probeTaken(now: time.milliseconds), started: time)
             return
         }
@@ -229,42 +246,81 @@ package final class PushNotifier: Sendable {
 
     private func takeHostSlot(_ target: HostAdmission.Target) -> Bool {
         hostsInFlight.withLock { hosts in
-            let host = target.host
-            guard hosts[host, default: 0] < target.slots else { return false }
-            hosts[host, default: 0] += 1
+            let route = target.route
+            guard hosts[route, default: 0] < target.slots else { return false }
+            hosts[route, default: 0] += 1
             return true
         }
     }
 
-    private func releaseHostSlot(_ host: String) {
+    private func releaseHostSlot(_ route: PushRoute) {
         hostsInFlight.withLock { hosts in
-            let left = hosts[host, default: 1] - 1
-            hosts[host] = left > 0 ? left : nil
+            let left = hosts[route, default: 1] - 1
+            hosts[route] = left > 0 ? left : nil
         }
     }
 
     private func deliver(_ batch: PushBatch, to target: HostAdmission.Target) {
         let started = now()
-        let host = target.host
+        let route = target.route
         let kind = target.transport.kind
         guard let provider = providers[kind] else {
             // A device registered while the service had credentials, and the relay restarted without.
-            releaseHostSlot(host)
+            releaseHostSlot(route)
             return finish(batch, .dead(error: "\(kind.member) is not configured on this relay"), started: started)
         }
         provider.send(batch, to: target.transport, at: started) { [self] outcome in
-            releaseHostSlot(host)
-            if case .misconfigured(let reason) = outcome {
+            releaseHostSlot(route)
+            let rejection = rejectedTokens.withLock { $0.answered(outcome, on: route) }
+            switch (outcome, rejection) {
+            case (.misconfigured(let reason), _), (.tokenRejected(let reason), .misconfigured?):
                 // No device is at fault and none is touched: the operator must act.
-                logger.error(
-                    "push service refused the relay's credentials or configuration", ("host", host), ("error", reason))
+                credentialsRefused(on: route, reason)
+            default:
+                break
             }
+            let resent = resends.withLock { $0[batch.deviceKey, default: 0] }
             let decision = settings.policy.answered(
                 outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now().milliseconds,
-                random: { Double.random(in: 0...1) })
-            recordHealth(host, decision.host)
+                resends: resent, rejection: rejection ?? .deviceGone, random: { Double.random(in: 0...1) })
+            resends.withLock { resends in
+                if case .requeue = decision.verdict {
+                    resends[batch.deviceKey] = resent + 1
+                } else {
+                    resends[batch.deviceKey] = nil
+                }
+            }
+            recordHealth(route, decision.host)
             finish(batch, decision.verdict, started: started)
         }
+    }
+
+    /// Logs that a route's service refused the relay's credentials or configuration: once a
+    /// minute per route at most (every push on it fails alike until the operator acts).
+    private func credentialsRefused(on route: PushRoute, _ reason: String) {
+        let time = now()
+        let suppressed = credentialLines.withLock { lines -> Int? in
+            let last = lines[route]
+            if let last, time.milliseconds - last.at.milliseconds < Self.credentialLineIntervalMs {
+                lines[route] = (last.at, last.suppressed + 1)
+                return nil
+            }
+            lines[route] = (time, 0)
+            return last?.suppressed ?? 0
+        }
+        guard let suppressed else { return }
+        logger.error(
+            "push service refused the relay's credentials or configuration", ("route", "\(route)"), ("error", reason),
+            ("suppressed", String(suppressed)))
+    }
+
+    /// At most one credentials line per route in this time.
+    static let credentialLineIntervalMs: Int64 = 60_000
+
+    /// Runs `log` unless push log lines are over their rate; it gets how many were dropped since.
+    private func logThrottled(_ log: (String) -> Void) {
+        guard let suppressed = pushLogThrottle.admit(now: now()) else { return }
+        log(String(suppressed))
     }
 
     // MARK: Events
@@ -315,29 +371,32 @@ package final class PushNotifier: Sendable {
         }
     }
 
-    /// Feeds the breaker of a receiver host with what that host did (`DeliveryPolicy.HostHealth`).
-    private func recordHealth(_ host: String, _ health: DeliveryPolicy.HostHealth) {
+    /// Feeds the breaker of a route with what its receiver did (`DeliveryPolicy.HostHealth`).
+    private func recordHealth(_ route: PushRoute, _ health: DeliveryPolicy.HostHealth) {
         let time = now()
         breakers.withLock { breakers in
             switch health {
-            case .alive: breakers[host, default: CircuitBreaker()].recordSuccess()
-            case .failing: breakers[host, default: CircuitBreaker()].recordFailure(at: time)
-            case .unknown: breakers[host]?.recordInconclusive(at: time)
+            case .alive: breakers[route, default: CircuitBreaker()].recordSuccess()
+            case .failing: breakers[route, default: CircuitBreaker()].recordFailure(at: time)
+            case .unknown: breakers[route]?.recordInconclusive(at: time)
             }
         }
     }
 
-    /// Receivers whose breaker is not closed, by `host:port` (for the operator's overview).
-    package var breakerStates: [(host: String, state: CircuitBreaker.State)] {
+    /// Routes whose breaker is not closed (for the operator's overview).
+    package var breakerStates: [(route: PushRoute, state: CircuitBreaker.State)] {
         breakers.withLock { breakers in
-            breakers.filter { $0.value.isOpen }.sorted { $0.key < $1.key }.map { ($0.key, $0.value.state) }
+            breakers.filter { $0.value.isOpen }.sorted { "\($0.key)" < "\($1.key)" }.map { ($0.key, $0.value.state) }
         }
     }
 
-    /// `host:port` of receivers whose breaker is open (for /metrics).
+    /// Routes whose breaker is open (for /metrics): transport, credential and `host:port`.
     package var openBreakers: [(labels: String, value: Int)] {
-        breakers.withLock { breakers in
-            breakers.filter { $0.value.isOpen }.keys.sorted().map { ("host=\"\($0)\"", 1) }
+        breakerStates.map { route, _ in
+            (
+                "transport=\"\(route.transport.rawValue)\",credential=\"\(route.credential ?? "")\",host=\"\(route.host)\"",
+                1
+            )
         }
     }
 
@@ -355,6 +414,12 @@ package final class PushNotifier: Sendable {
     private let recording = LockedValue<(waiting: [Finished], writing: Bool)>(([], false))
 
     private func finish(_ batch: PushBatch, _ result: DeliveryPolicy.Verdict, started: Timestamp) {
+        guard !stopping.withLock({ $0 }) else {
+            // Cut short by the stop ("the relay is stopping"): not an attempt; the jobs stay
+            // pending, and the store may be closing.
+            inFlight.withLock { $0[batch.deviceKey] = nil }
+            return
+        }
         let finished = Finished(batch: batch, result: result, started: started, at: now())
         let outcomes = recording.withLock { recording -> [Finished]? in
             recording.waiting.append(finished)
@@ -390,7 +455,7 @@ package final class PushNotifier: Sendable {
         let batch = outcome.batch
         var logger: Logger { self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId) }
         if case .failure(let error) = stored {
-            logger.error("cannot record push outcome", ("error", "\(error)"))
+            logThrottled { logger.error("cannot record push outcome", ("error", "\(error)"), ("suppressed", $0)) }
             return
         }
         let seconds = Double(outcome.at.milliseconds - outcome.started.milliseconds) / 1000
@@ -409,9 +474,9 @@ package final class PushNotifier: Sendable {
             logger.info("push requeued", ("error", reason))
         case .dead(let error):
             metrics.recordPush(.dead, seconds: seconds)
-            logger.warning("push dead-lettered", ("error", error))
+            logThrottled { logger.warning("push dead-lettered", ("error", error), ("suppressed", $0)) }
             events.emit(.push(type: .pushFailed, batch, error: error, at: outcome.at))
-        case .deviceGone(let reason):
+        case .deviceGone(let reason, _):
             metrics.recordPush(.deviceGone, seconds: seconds)
             events.emit(.push(type: .deviceDisabled, batch, error: reason, at: outcome.at))
         }

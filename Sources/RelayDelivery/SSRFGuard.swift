@@ -6,19 +6,42 @@ package import RelayCore
 /// Runs at delivery, after DNS resolution; the client then connects to the checked address.
 package struct SSRFGuard: Sendable {
     package let allowList: HostAllowList
+    /// The setting the allow-list comes from, for the refusal's text.
+    package let setting: String
 
-    package init(allowList: HostAllowList) { self.allowList = allowList }
+    package init(allowList: HostAllowList, setting: String = "pushAllowedHosts") {
+        self.allowList = allowList
+        self.setting = setting
+    }
+
+    /// Why no address may be used.
+    package enum Refusal: Error, Sendable, Equatable, CustomStringConvertible {
+        case notAllowed(setting: String)
+        case nonPublic
+        /// No answer from the resolver (which may be down for a moment: SERVFAIL, a timeout):
+        /// not the URL's fault, so a delivery tries again like after a connection error.
+        case unresolved
+
+        /// Final: the same URL will be refused again.
+        package var isFinal: Bool { self != .unresolved }
+
+        package var description: String {
+            switch self {
+            case .notAllowed(let setting): "host or port is not allowed by \(setting)"
+            case .nonPublic: "host resolves to a non-public address"
+            case .unresolved: "host does not resolve"
+            }
+        }
+    }
 
     /// The addresses to connect to, or why none may be used.
-    package func addresses(for url: PushURL) -> Result<[IPAddress], WebhookClient.Failure> {
-        guard allowList.allows(host: url.host, port: url.port) else {
-            return .failure(.init(description: "host or port is not allowed by pushAllowedHosts"))
-        }
+    package func addresses(for url: PushURL) -> Result<[IPAddress], Refusal> {
+        guard allowList.allows(host: url.host, port: url.port) else { return .failure(.notAllowed(setting: setting)) }
         if let literal = IPAddress(url.host) { return .success([literal]) }
         let resolved = Self.resolve(url.host)
-        guard !resolved.isEmpty else { return .failure(.init(description: "host does not resolve")) }
+        guard !resolved.isEmpty else { return .failure(.unresolved) }
         if resolved.contains(where: { $0.isSpecialPurpose && !allowList.allows(address: $0, port: url.port) }) {
-            return .failure(.init(description: "host resolves to a non-public address"))
+            return .failure(.nonPublic)
         }
         return .success(resolved)
     }

@@ -1,15 +1,22 @@
 import RelayCore
+import RelayCrypto
 import RelayHTTP
 import RelayLive
 import RelaySettings
 import RelayStore
 
 extension RelayAPI {
+    /// The members a device body may have: a typo ("enviroment") is refused, never ignored.
+    static let deviceMembers: Set<String> = ["pushUrl", "apns", "fcm", "webPush", "platform", "contentFree", "matrix"]
+
     /// `PUT /v1/users/{userId}/devices/{deviceId} {pushUrl | apns | fcm | webPush, platform?,
     /// contentFree?, matrix?}`: registers or updates a push device (201 created, 200 updated;
-    /// re-enables a disabled one). The server registers any device; a client token only its own
-    /// (`sub`/`did`), and only with a push service's token, never a `pushUrl` (which would let an
-    /// app point the relay at any URL) or a Matrix pusher.
+    /// re-enables a disabled one). The server registers any device, and its PUT replaces the
+    /// device whole; a client token only its own (`sub`/`did`), only with a push service's token
+    /// (never a `pushUrl`, which would let an app point the relay at any URL, nor a Matrix pusher,
+    /// nor an APNs topic other than `apnsTopic`, which the team key would sign for), and its PUT
+    /// changes what it names: the fields it leaves out keep their values (the server's
+    /// `contentFree`, `platform` and pusher survive the app's `setPushToken`).
     func putDevice(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
         let userId = try request.identifier("userId")
         let deviceId = try request.identifier("deviceId")
@@ -17,11 +24,13 @@ extension RelayAPI {
         let json = try request.jsonBody()
         let (transport, platform, contentFree, matrix) = try APIError.validating { () throws(ValidationError) in
             let fields = try FieldReader(json)
+            try fields.refusingUnknown(Self.deviceMembers)
             return (
                 try PushTransport(device: fields), try fields.optionalString("platform", maxLength: 32),
-                try fields.optionalBool("contentFree") ?? false, try Self.matrixPusher(fields.optionalObject("matrix"))
+                try fields.optionalBool("contentFree"), try Self.matrixPusher(fields.optionalObject("matrix"))
             )
         }
+        var keeping: DeviceFields = []
         if case .client(let claims) = principal {
             guard claims.deviceId == deviceId else {
                 throw .forbidden("a client token may only register its own device (the token's 'did')")
@@ -30,24 +39,41 @@ extension RelayAPI {
                 throw .forbidden(
                     "a client token may register an 'apns', 'fcm' or 'webPush' token, not a 'pushUrl' or 'matrix'")
             }
+            if case .apns(let device) = transport, let topic = device.topic, topic != config.apnsTopic {
+                throw .forbidden("a client token may name no 'apns.topic' but the relay's apnsTopic")
+            }
+            keeping = [.matrix]
+            if platform == nil { keeping.insert(.platform) }
+            if contentFree == nil { keeping.insert(.contentFree) }
         }
         guard config.offers(transport.kind) else {
             throw APIError(
                 400, "transport_unavailable",
                 "this relay has no credentials for '\(transport.kind.member)'; see docs/CONFIGURATION.md")
         }
-        if let url = transport.clientChosenURL, !allowList.allows(host: url.host, port: url.port) {
-            throw APIError(
-                400, "push_url_not_allowed",
-                "the \(transport.kind == .webhook ? "push URL" : "Web Push endpoint")'s host or port is not allowed; "
-                    + "add 'host:port' to PUSHRELAY_PUSH_ALLOWED_HOSTS")
+        if let url = transport.clientChosenURL {
+            let webPush = transport.kind == .webPush
+            guard (webPush ? config.webPushAllowedHosts : allowList).allows(host: url.host, port: url.port) else {
+                throw APIError(
+                    400, "push_url_not_allowed",
+                    webPush
+                        ? "the Web Push endpoint's host or port is not allowed by PUSHRELAY_WEB_PUSH_ALLOWED_HOSTS "
+                            + "(default: any public host on port 443)"
+                        : "the push URL's host or port is not allowed; add 'host:port' to PUSHRELAY_PUSH_ALLOWED_HOSTS")
+            }
+        }
+        if case .webPush(let subscription) = transport, !P256Key.isPublicPoint(subscription.p256dh) {
+            throw .validation(
+                ValidationError(
+                    .invalidTransport, field: "webPush.keys.p256dh",
+                    "'webPush.keys.p256dh' is not a point on P-256: no push could be encrypted to it"))
         }
         let now = clock.now()
         let device = Device(
             userId: userId, deviceId: deviceId, target: transport.target, platform: platform,
-            contentFree: contentFree, createdAt: now, updatedAt: now, matrix: matrix)
+            contentFree: contentFree ?? false, createdAt: now, updatedAt: now, matrix: matrix)
         store.putDevice(
-            device,
+            device, keeping: keeping,
             completion: onStore(reply) { (result: (device: Device, created: Bool)) in
                 var writer = JSONWriter()
                 writer.device(result.device)
@@ -60,6 +86,7 @@ extension RelayAPI {
     static func matrixPusher(_ value: JSONValue?) throws(ValidationError) -> MatrixPusher? {
         guard let value else { return nil }
         let fields = try FieldReader(value)
+        try fields.refusingUnknown(["appId", "pushkey"], in: "matrix")
         let appId = try fields.optionalString("appId", maxLength: 4 * MatrixNotification.maxAppIdCharacters)
         let pushkey = try fields.optionalString("pushkey", maxLength: 4 * MatrixNotification.maxPushkeyCharacters)
         guard let appId, let pushkey else {
@@ -74,6 +101,36 @@ extension RelayAPI {
                     + "\(MatrixNotification.maxPushkeyCharacters)")
         }
         return MatrixPusher(appId: appId, pushkey: pushkey)
+    }
+
+    /// `POST /v1/devices/reenable {reason, since}`: re-enables every device disabled since `since`
+    /// (RFC 3339) with a reason starting with `reason` — the way back after a configuration
+    /// mistake made a push service refuse good tokens. Server key only. 200 `{"reenabled": N}`.
+    func reenableDevices(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        try auth.requireServer(request)
+        let json = try request.jsonBody()
+        let (reason, since) = try APIError.validating { () throws(ValidationError) in
+            let fields = try FieldReader(json)
+            try fields.refusingUnknown(["reason", "since"])
+            let reason = try fields.string("reason")
+            guard !reason.isEmpty, reason.utf8.count <= 200 else {
+                throw ValidationError(.invalidField, field: "reason", "'reason' is 1 to 200 bytes")
+            }
+            let text = try fields.string("since")
+            guard let since = Timestamp(rfc3339: text) else {
+                throw ValidationError(.invalidField, field: "since", "'since' must be an RFC 3339 time in UTC (…Z)")
+            }
+            return (reason, since)
+        }
+        store.reenableDevices(
+            reason: reason, since: since, now: clock.now(),
+            completion: onStore(reply) { (count: Int) in
+                var writer = JSONWriter()
+                writer.beginObject()
+                writer.member("reenabled", Int64(count))
+                writer.endObject()
+                reply.json(200, writer.bytes)
+            })
     }
 
     /// `GET /v1/webpush/key`: the VAPID public key a page passes to `pushManager.subscribe` as

@@ -49,9 +49,11 @@ extension RelayAPI {
         writer.endObject()
         writer.key("breakers")
         writer.beginArray()
-        for (host, state) in openBreakers() {
+        for (route, state) in openBreakers() {
             writer.beginObject()
-            writer.member("host", host)
+            writer.member("transport", route.transport.rawValue)
+            writer.member("credential", orNull: route.credential)
+            writer.member("host", route.host)
             switch state {
             case .open(let until, _):
                 writer.member("state", "open")

@@ -25,7 +25,7 @@ package final class RelayAPI: Sendable {
     /// The WebSocket gateway and presence tracker.
     let live: any LiveSide
     /// The push hosts whose circuit breakers are open now (`GET /v1/stats`).
-    let openBreakers: @Sendable () -> [(host: String, state: CircuitBreaker.State)]
+    let openBreakers: @Sendable () -> [(route: PushRoute, state: CircuitBreaker.State)]
     /// Web Push's `applicationServerKey` (base64url), when VAPID is configured.
     let vapidPublicKey: String?
     /// When this process started serving.
@@ -56,6 +56,7 @@ package final class RelayAPI: Sendable {
         router.add("DELETE", "/v1/users/{userId}/devices/{deviceId}") { api, request, reply in
             try api.deleteDevice(request, reply)
         }
+        router.add("POST", "/v1/devices/reenable") { api, request, reply in try api.reenableDevices(request, reply) }
         router.add("GET", "/v1/users/{userId}/devices") { api, request, reply in
             try api.listDevices(request, reply)
         }
@@ -97,7 +98,8 @@ package final class RelayAPI: Sendable {
     package init(
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
         allowList: HostAllowList, live: any LiveSide,
-        openBreakers: @escaping @Sendable () -> [(host: String, state: CircuitBreaker.State)], vapidPublicKey: String?,
+        openBreakers: @escaping @Sendable () -> [(route: PushRoute, state: CircuitBreaker.State)],
+        vapidPublicKey: String?,
         clock: RelayClock
     ) {
         self.openBreakers = openBreakers

@@ -77,8 +77,8 @@ package final class RelayApp: @unchecked Sendable {
                 policy: config.deliveryPolicy, requestTimeoutSeconds: Double(config.pushTimeoutMs) / 1000),
             signer: WebhookSignature(
                 hmac: { Crypto.hmacSHA256(key: webhookKey, message: $0) }, base64: { Base64.encode($0) }),
-            allowList: allowList, metrics: metrics, logger: logger, events: events,
-            eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
+            allowList: allowList, webPushAllowList: config.webPushAllowedHosts, metrics: metrics, logger: logger,
+            events: events, eventsURL: config.eventsUrl, tls: try TLSContext(caFile: config.pushCaFile),
             services: { sender in
                 services.providers(config: config, sender: sender, apnsClient: apnsClient, now: now)
             }, now: now)
@@ -133,7 +133,8 @@ package final class RelayApp: @unchecked Sendable {
         }
         let notifier = self.notifier
         metrics.registerGaugeFamily(
-            "pushrelay_push_breaker_open", help: "Push receivers paused by their circuit breaker (host:port)."
+            "pushrelay_push_breaker_open",
+            help: "Push routes paused by their circuit breaker (transport, credential, host:port)."
         ) { [weak notifier] in notifier?.openBreakers ?? [] }
         api = RelayAPI(
             config: config, store: store, auth: auth, metrics: metrics,

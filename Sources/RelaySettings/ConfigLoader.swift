@@ -67,6 +67,20 @@ package enum ConfigLoader {
             }, read: { .array($0[keyPath: path].map { .string($0) }) })
     }
 
+    /// A host allow-list (`HostAllowList`'s syntax), comma-separated.
+    static func allowList(_ key: String, _ path: WritableKeyPath<RelayConfig, HostAllowList>) -> Setting {
+        nonisolated(unsafe) let path = path
+        return Setting(
+            key: key,
+            apply: { config, value throws(Error) in
+                let entries = value.split(separator: ",").map { $0.trimmingASCIISpaces() }.filter { !$0.isEmpty }
+                switch HostAllowList.parse(entries) {
+                case .success(let list): config[keyPath: path] = list
+                case .failure(let error): throw Error(description: "\(key): \(error.message)")
+                }
+            }, read: { .array($0[keyPath: path].spelled.map { .string($0) }) })
+    }
+
     /// A push service's base URL: https, no path (the relay adds the service's own).
     static func serviceURL(_ key: String, _ path: WritableKeyPath<RelayConfig, PushURL>) -> Setting {
         nonisolated(unsafe) let path = path
@@ -117,15 +131,8 @@ package enum ConfigLoader {
         list("serverKeys", \.serverKeys),
         optionalString("clientTokenSecret", \.clientTokenSecret),
         optionalString("webhookSecret", \.webhookSecret),
-        Setting(
-            key: "pushAllowedHosts",
-            apply: { config, value throws(Error) in
-                let entries = value.split(separator: ",").map { $0.trimmingASCIISpaces() }.filter { !$0.isEmpty }
-                switch HostAllowList.parse(entries) {
-                case .success(let list): config.pushAllowedHosts = list
-                case .failure(let error): throw Error(description: "pushAllowedHosts: \(error.message)")
-                }
-            }, read: { .array($0.pushAllowedHosts.spelled.map { .string($0) }) }),
+        allowList("pushAllowedHosts", \.pushAllowedHosts),
+        allowList("webPushAllowedHosts", \.webPushAllowedHosts),
         optionalString("pushCaFile", \.pushCaFile),
         Setting(
             key: "eventsUrl",

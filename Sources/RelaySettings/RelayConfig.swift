@@ -23,6 +23,10 @@ package struct RelayConfig: Sendable, Equatable {
     /// optional `:port` or `:*` (none: 80 and 443 only). Empty by default: nothing is reachable
     /// until the operator names the push gateway (`make run` allows loopback for development).
     package var pushAllowedHosts = HostAllowList.none
+    /// Where Web Push endpoints may point. They come from browsers (any client token can register
+    /// one), so never the server's own `pushAllowedHosts`: by default any host name on port 443
+    /// whose addresses are all public.
+    package var webPushAllowedHosts = HostAllowList.publicHTTPS
     /// A PEM bundle of the CAs https receivers are verified against; nil for the system's.
     package var pushCaFile: String?
     /// The chat server's event webhook; nil for none.

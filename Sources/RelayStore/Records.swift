@@ -119,6 +119,16 @@ package struct StoredMessage: Sendable {
 }
 
 /// A registered push device.
+/// A device's fields that a registration may leave as they are.
+package struct DeviceFields: OptionSet, Sendable {
+    package let rawValue: Int
+    package init(rawValue: Int) { self.rawValue = rawValue }
+
+    package static let platform = DeviceFields(rawValue: 1)
+    package static let contentFree = DeviceFields(rawValue: 2)
+    package static let matrix = DeviceFields(rawValue: 4)
+}
+
 package struct Device: Sendable, Equatable {
     package var userId: String
     package var deviceId: String

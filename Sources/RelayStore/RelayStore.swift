@@ -25,8 +25,16 @@ package protocol RelayStore: Sendable {
     func inboxHead(userId: String) throws(StoreError) -> InboxHead
     func message(id: String, now: Timestamp) throws(StoreError) -> StoredMessage?
 
+    /// Registers or replaces a device; `keeping` lists the fields that stay as stored (a client
+    /// token's PUT changes only what it names).
     func putDevice(
-        _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void)
+        _ device: Device, keeping: DeviceFields,
+        completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void)
+    /// Re-enables the devices disabled since `since` whose reason starts with `reason` (an
+    /// operator undoing what a configuration mistake did); the count.
+    func reenableDevices(
+        reason: String, since: Timestamp, now: Timestamp,
+        completion: @escaping @Sendable (Result<Int, StoreError>) -> Void)
     /// Deletes a device and revokes the client tokens issued for it up to `time` (whether or not
     /// it was registered: a token may name a device that only ever used the WebSocket).
     func deleteDevice(

@@ -271,12 +271,29 @@ extension SQLStore {
             try db.run(Self.entriesPushedSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
         case .dead where batch.kind == .message:
             try db.run(Self.entriesDeadSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
-        case .deviceGone(let reason):
-            try db.run(
-                "UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND device_id = ?",
-                [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId)])
-            db.prefetched.devices[batch.userId] = nil
-            try Self.cancel(db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
+        case .deviceGone(let reason, let since):
+            var current: (target: String, registeredAt: Int64)?
+            try db.query(
+                "SELECT transport, updated_at FROM devices WHERE user_id = ? AND device_id = ? AND active = 1",
+                [.text(batch.userId), .text(batch.deviceId)]
+            ) { current = ($0.text(0), $0.int64(1)) }
+            switch DeliveryPolicy.gone(sentTo: batch.target, since: since, device: current) {
+            case .disable:
+                try db.run(
+                    """
+                    UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ?
+                    WHERE user_id = ? AND device_id = ? AND transport = ?
+                    """, [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId), .text(batch.target)])
+                db.prefetched.devices[batch.userId] = nil
+                try Self.cancel(db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
+            case .resend:
+                for id in batch.jobIds { try Self.record(.requeue(reason: reason, at: time), job: id, db, now: time) }
+            case .drop(let error):
+                for id in batch.jobIds { try Self.record(.dead(error: error), job: id, db, now: time) }
+                if batch.kind == .message {
+                    try db.run(Self.entriesDeadSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
+                }
+            }
         default:
             break
         }
@@ -662,7 +679,7 @@ extension SQLStore {
                     try db.run(
                         "UPDATE event_jobs SET last_error = ?, due_at = ?, updated_at = ? WHERE id = ?",
                         [.text(reason), .int(at), .int(now.milliseconds), .int(job.id)])
-                case .dead(let error), .deviceGone(let error):
+                case .dead(let error), .deviceGone(let error, _):
                     try db.run(
                         """
                         UPDATE event_jobs SET state = \(JobState.dead.sql), attempts = attempts + 1, last_error = ?,

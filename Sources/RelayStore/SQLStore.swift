@@ -557,17 +557,25 @@ package final class SQLStore: RelayStore {
     // MARK: Devices
 
     package func putDevice(
-        _ device: Device, completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void
+        _ device: Device, keeping: DeviceFields = [],
+        completion: @escaping @Sendable (Result<(device: Device, created: Bool), StoreError>) -> Void
     ) {
         writer.submit(
             { db throws(DatabaseError) in
-                var createdAt: Int64?
+                var existing: Device?
                 try db.query(
-                    "SELECT created_at FROM devices WHERE user_id = ? AND device_id = ?",
+                    "SELECT \(Self.deviceColumns) WHERE user_id = ? AND device_id = ?",
                     [.text(device.userId), .text(device.deviceId)]
-                ) { createdAt = $0.int64(0) }
+                ) { existing = Self.device($0) }
+                var device = device
+                if let existing {
+                    if keeping.contains(.platform) { device.platform = existing.platform }
+                    if keeping.contains(.contentFree) { device.contentFree = existing.contentFree }
+                    if keeping.contains(.matrix) { device.matrix = existing.matrix }
+                }
                 var stored = device
-                if let createdAt { stored.createdAt = Timestamp(milliseconds: createdAt) }
+                if let existing { stored.createdAt = existing.createdAt }
+                let createdAt = existing?.createdAt
                 db.prefetched.devices[device.userId] = nil
                 if let matrix = device.matrix {
                     // One device per pushkey: the newest registration takes it over (the app
@@ -597,6 +605,28 @@ package final class SQLStore: RelayStore {
                 stored.active = true
                 stored.disabledReason = nil
                 return (device: stored, created: createdAt == nil)
+            }, completion: completion)
+    }
+
+    package func reenableDevices(
+        reason: String, since: Timestamp, now: Timestamp,
+        completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
+    ) {
+        writer.submit(
+            { db throws(DatabaseError) in
+                // (A device's updated_at is when it was disabled, while it stays disabled.)
+                try db.run(
+                    """
+                    UPDATE devices SET active = 1, disabled_reason = NULL, updated_at = ?
+                    WHERE active = 0 AND updated_at >= ? AND substr(disabled_reason, 1, ?) = ?
+                    """,
+                    [
+                        .int(now.milliseconds), .int(since.milliseconds), .int(Int64(reason.unicodeScalars.count)),
+                        .text(reason),
+                    ])
+                let changed = db.changes
+                if changed > 0 { db.prefetched.devices.removeAll() }
+                return changed
             }, completion: completion)
     }
 

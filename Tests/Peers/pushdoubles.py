@@ -864,6 +864,7 @@ class FCMDouble:
 
     def __init__(self, service_account=None, expires_in=3599):
         self.expires_in = expires_in
+        self.web_push = None  # a WebPushEndpoint whose /push/<id> paths this double serves too
         self.lock = threading.Lock()
         self.accounts = {}
         self.tokens = {}           # access token -> (account, expiry as time.time())
@@ -934,6 +935,9 @@ class FCMDouble:
         path = urllib.parse.urlsplit(handler.path).path
         if path == "/token":
             return self._token(handler)
+        if path.startswith("/push/") and self.web_push is not None:
+            # Chrome's Web Push endpoints live on FCM's own host:port: a WebPushEndpoint served here.
+            return self.web_push._post(handler)
         match = re.fullmatch(r"/v1/projects/([^/]+)/messages:send", path)
         if match:
             return self._send(handler, match.group(1))

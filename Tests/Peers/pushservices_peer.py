@@ -87,10 +87,13 @@ def apns_dead_tokens(binary):
     events = Receiver()
     relay = Relay(binary, "--push-delay-ms", "200", "--events-url", f"{events.base}/events", *apns.flags)
     try:
-        apns.double.script(token(2), [("410", "Unregistered", int(time.time() * 1000))])
-        apns.double.script(token(3), [(400, "BadDeviceToken")])
+        # (Named production: a token of no named environment is tried in the sandbox too. A
+        # BadDeviceToken disables only once the route has delivered: "fine" makes it trusted.)
         for n, device in [(2, "gone"), (3, "bad"), (4, "fine")]:
-            register_apns(relay, "bea", device, n)
+            register_apns(relay, "bea", device, n, environment="production")
+        # Apple's timestamp after the registration: a token registered again later would stay.
+        apns.double.script(token(2), [("410", "Unregistered", int(time.time() * 1000) + 1)])
+        apns.double.script(token(3), [(400, "BadDeviceToken")] * 10)
         post(relay, "b1", "bea")
 
         def settled():
@@ -143,7 +146,8 @@ def apns_provider_tokens(binary):
         assert all(d["state"] == "active" for d in state.values()), state
         host = f"127.0.0.1:{other.double.port}"
         status, metrics = call_text(relay, "/metrics")
-        assert f'pushrelay_push_breaker_open{{host="{host}"}} 1' in metrics, metrics
+        labels = f'transport="apns",credential="{KEY_ID}/{TOPIC}",host="{host}"'
+        assert f'pushrelay_push_breaker_open{{{labels}}} 1' in metrics, metrics
         return f"1,000 pushes with 1 provider token; wrong key: {len(other.double.requests)} refused attempts, 0 devices disabled"
     finally:
         relay.stop()

@@ -22,7 +22,8 @@ def vapid_key():
 
 def relay_with_web_push(binary, *extra):
     return Relay(binary, "--push-delay-ms", "1500", "--vapid-key-file", vapid_key(),
-                 "--vapid-subject", "mailto:ops@example.com", "--push-ca-file", ca_file(), *extra)
+                 "--vapid-subject", "mailto:ops@example.com", "--push-ca-file", ca_file(),
+                 "--web-push-allowed-hosts", "127.0.0.1:*", *extra)
 
 
 def subscribe(relay, service, user, device="browser"):

@@ -125,7 +125,9 @@ import Testing
         let phoneDevice = (again.object["devices"] as? [[String: Any]] ?? []).first {
             $0["deviceId"] as? String == "phone"
         }
-        #expect((phoneDevice?["apns"] as? [String: Any])?["environment"] as? String == "production")
+        // (The app named no environment: none is stored, so the sandbox is tried before the token is given up.)
+        #expect((phoneDevice?["apns"] as? [String: Any])?["token"] as? String == Self.apnsToken)
+        #expect((phoneDevice?["apns"] as? [String: Any])?["environment"] == nil)
     }
 }
 
@@ -153,6 +155,7 @@ struct PushCredentials {
             "PUSHRELAY_APNS_TEAM_ID": "DEF123GHIJ", "PUSHRELAY_APNS_TOPIC": "com.example.chat",
             "PUSHRELAY_FCM_SERVICE_ACCOUNT_FILE": accountFile.path,
             "PUSHRELAY_VAPID_KEY_FILE": vapidKey, "PUSHRELAY_VAPID_SUBJECT": "mailto:ops@example.com",
+            "PUSHRELAY_WEB_PUSH_ALLOWED_HOSTS": "127.0.0.1:*",
         ]
     }
 

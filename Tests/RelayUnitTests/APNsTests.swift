@@ -229,11 +229,14 @@ import Testing
 
     @Test func answersMeanWhatAppleSays() {
         #expect(Self.judge(200) == .settled(.delivered))
-        // The device token is dead.
-        for (status, reason) in [
-            (410, "Unregistered"), (410, "ExpiredToken"), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"),
-        ] {
-            #expect(Self.judge(status, reason) == .settled(.deviceGone(reason: "APNs: \(reason)")))
+        // The device token is dead, since Apple's `timestamp`.
+        for reason in ["Unregistered", "ExpiredToken"] {
+            #expect(
+                Self.judge(410, reason) == .settled(.deviceGone(reason: "APNs: \(reason)", since: 1_700_000_000_000)))
+        }
+        // The token, or every token when the configuration is wrong: judged by `RejectedTokens`.
+        for reason in ["BadDeviceToken", "DeviceTokenNotForTopic"] {
+            #expect(Self.judge(400, reason) == .settled(.tokenRejected(reason: "APNs: \(reason)")))
         }
         #expect(Self.judge(410) == .settled(.deviceGone(reason: "APNs: HTTP 410")))
         // A stale provider token: renew once.

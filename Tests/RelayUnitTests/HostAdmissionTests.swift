@@ -30,7 +30,7 @@ import Testing
 
     @Test func eachHostGetsItsFreeSlotsAndNoMore() {
         var admission = Self.admission(slots: 2)
-        admission.begin(inFlight: ["a.example": 1])
+        admission.begin(inFlight: [PushRoute(.webhook, host: "a.example"): 1])
         let candidates = [
             Self.due("u1", host: "a.example"), Self.due("u2", host: "a.example"), Self.due("u3", host: "b.example"),
             Self.due("u4", host: "b.example"), Self.due("u5", host: "b.example"),
@@ -44,11 +44,11 @@ import Testing
 
     @Test func aFullHostIsLookedPastOnlySoFar() {
         var admission = Self.admission(slots: 1)
-        admission.begin(inFlight: ["busy.example": 1])
+        admission.begin(inFlight: [PushRoute(.webhook, host: "busy.example"): 1])
         let busy = (0..<HostAdmission.lookPastFull).map { Self.due("b\($0)", host: "busy.example") }
         let later = Self.due("late", host: "idle.example")
         #expect(Self.chosen(busy + [later], by: &admission, limit: 10).isEmpty)
-        admission.begin(inFlight: ["busy.example": 1])
+        admission.begin(inFlight: [PushRoute(.webhook, host: "busy.example"): 1])
         #expect(Self.chosen(Array(busy.dropLast()) + [later], by: &admission, limit: 10) == ["late"])
     }
 
@@ -56,12 +56,12 @@ import Testing
     @Test func eachHostHasItsOwnSlots() {
         var admission = HostAdmission { transport in
             if case .webhook(let url) = transport {
-                (url.host, url.host == "service.example" ? 3 : 1)
+                (PushRoute(.webhook, host: url.host), url.host == "service.example" ? 3 : 1)
             } else {
-                ("x", 1)
+                (PushRoute(.apns, host: "x"), 1)
             }
         }
-        admission.begin(inFlight: ["service.example": 1])
+        admission.begin(inFlight: [PushRoute(.webhook, host: "service.example"): 1])
         let candidates =
             (1...4).map { Self.due("s\($0)", host: "service.example") } + [
                 Self.due("w1", host: "hook.example"), Self.due("w2", host: "hook.example"),
@@ -82,8 +82,8 @@ import Testing
                 kind: .message, seqFrom: 1, seqTo: 1, messageId: "m", unread: 1, priority: .normal, collapseKey: nil,
                 push: nil, attempts: 0, expiresAt: Timestamp(milliseconds: 1))
         }
-        #expect(admission.placed(batch(device.target))?.host == "a.example")
-        #expect(admission.placed(batch("http://b.example/u1"))?.host == "b.example")
+        #expect(admission.placed(batch(device.target))?.route.host == "a.example")
+        #expect(admission.placed(batch("http://b.example/u1"))?.route.host == "b.example")
         #expect(admission.placed(batch("not a transport")) == nil)
     }
 

@@ -24,7 +24,9 @@ struct PushTransportParsingTests {
         guard case .apns(let device) = try Self.transport(cases[1]) else { Issue.record("not apns"); return }
         #expect(device.token == token && device.environment == .sandbox && device.topic == "com.example.chat")
         guard case .apns(let plain) = try Self.transport(cases[2]) else { Issue.record("not apns"); return }
-        #expect(plain.environment == .production && plain.topic == nil)
+        // No environment named: production first, and stored as not named (the sandbox is tried too).
+        #expect(plain.environment == nil && plain.endpoint == .production && plain.topic == nil)
+        #expect(!PushTransport.apns(plain).target.contains("environment"))
         guard case .webPush(let subscription) = try Self.transport(cases[4]) else {
             Issue.record("not webPush"); return
         }

@@ -156,8 +156,9 @@ import Testing
         #expect(
             judge(410, #"{"errno":106,"message":"Request did not validate"}"#)
                 == .deviceGone(reason: "Web Push: HTTP 410 (Request did not validate)"))
-        #expect(judge(403, #"{"reason":"BadJwtToken"}"#) == .misconfigured(reason: "Web Push: HTTP 403 (BadJwtToken)"))
-        #expect(judge(401) == .misconfigured(reason: "Web Push: HTTP 401"))
+        // The subscription's own refusal (made with another key), or ours for all: `RejectedTokens` tells.
+        #expect(judge(403, #"{"reason":"BadJwtToken"}"#) == .tokenRejected(reason: "Web Push: HTTP 403 (BadJwtToken)"))
+        #expect(judge(401) == .tokenRejected(reason: "Web Push: HTTP 401"))
         #expect(judge(413) == .dead(reason: "Web Push: HTTP 413"))
         #expect(judge(400, "not json") == .dead(reason: "Web Push: HTTP 400"))
         #expect(judge(301) == .dead(reason: "Web Push: HTTP 301"))

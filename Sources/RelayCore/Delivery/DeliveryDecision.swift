@@ -42,6 +42,19 @@ package enum DueDecision: Sendable, Equatable {
     case finish(DeliveryPolicy.Verdict)
 }
 
+/// A service said a device's token is gone (`Verdict.deviceGone`): what that means for the
+/// device as it is now. An answer is only ever about the token it was sent to.
+package enum GoneDecision: Sendable, Equatable {
+    /// Disable the device and cancel its pending jobs.
+    case disable
+    /// The device has another token now (the app registered a new one while the push was in
+    /// flight): its jobs go again at once, to the new token, without counting an attempt.
+    case resend
+    /// The device registered this token again after the service's time for it (APNs's 410
+    /// `timestamp`): the device stays; the push's jobs are dead with this error.
+    case drop(error: String)
+}
+
 /// An attempt was answered: its jobs' next state, and what the host did for its breaker.
 package struct AnswerDecision: Sendable, Equatable {
     package var verdict: DeliveryPolicy.Verdict
@@ -66,14 +79,22 @@ extension DeliveryPolicy {
 
     /// A device's batch expiring at `expiresAt` is due; `host` says whether its receiver can
     /// take an attempt. The TTL is looked at first: an expired job must not use up a probe.
-    package func due(expiresAt: Int64, host: HostGate, now: Int64) -> DueDecision {
+    /// A paused host's jobs are spread over `probeSpreadMs` past the pause (`random` in 0...1), so
+    /// that its probes rotate through them: held at one time, the same job (ordered by due time,
+    /// then id) took every probe, and one that always fails kept the host paused for all.
+    package func due(expiresAt: Int64, host: HostGate, now: Int64, random: () -> Double = { 0 }) -> DueDecision {
         if let dead = expired(now: now, expiresAt: expiresAt) { return .finish(dead) }
         switch host {
         case .open: return .attempt
         case .full: return .holdDue
-        case .paused(let until): return .finish(.postponed(until: until))
+        case .paused(let until):
+            let spread = Int64(Double(Self.probeSpreadMs) * min(max(random(), 0), 1))
+            return .finish(.postponed(until: until + spread))
         }
     }
+
+    /// How far past a pause its held jobs are spread (`due`).
+    package static let probeSpreadMs: Int64 = 500
 
     /// The host's breaker refused the attempt after the gate had let it through (another batch
     /// took the probe meanwhile): the probe's answer comes first.
@@ -81,10 +102,15 @@ extension DeliveryPolicy {
 
     /// An attempt (`attempts` made before it) was answered with `outcome`.
     /// - Parameter random: draws the retry jitter in 0...1 (only called for a retry).
+    /// `resends`: how many times in a row the push was requeued just before (`immediateResends`);
+    /// `rejection`: what `RejectedTokens` made of a `tokenRejected` answer.
     package func answered(
-        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: () -> Double = { 0.5 }
+        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, resends: Int = 0,
+        rejection: RejectedTokens.Judgement = .deviceGone, random: () -> Double = { 0.5 }
     ) -> AnswerDecision {
-        let judged = judge(outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random())
+        let judged = judge(
+            outcome, attempts: attempts, expiresAt: expiresAt, now: now, resends: resends, rejection: rejection,
+            random: random())
         return AnswerDecision(verdict: judged.verdict, host: judged.host)
     }
 
@@ -96,6 +122,19 @@ extension DeliveryPolicy {
         let verdict = judge(outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: random()).verdict
         if case .deviceGone = verdict { return .dead(error: "events receiver answered 404/410") }
         return verdict
+    }
+
+    /// A push to the stored transport `sentTo` was answered "gone" (`since`: the service's time
+    /// the token stopped being valid, if it gave one); `device`: the device's transport and
+    /// last registration now, nil when it is deleted or disabled.
+    package static func gone(
+        sentTo: String, since: Int64?, device: (target: String, registeredAt: Int64)?
+    ) -> GoneDecision {
+        guard let device, device.target == sentTo else { return .resend }
+        if let since, device.registeredAt > since {
+            return .drop(error: "the service said the token was gone before the device registered it again")
+        }
+        return .disable
     }
 
     /// How long a batch waits when its host's breaker refused the attempt after the gate had

@@ -51,7 +51,8 @@ package struct DeliveryPolicy: Sendable, Equatable {
     /// What an attempt means for its jobs.
     package enum Verdict: Sendable, Equatable {
         case delivered
-        case deviceGone(reason: String)
+        /// `since`: see `DeliveryOutcome.deviceGone`.
+        case deviceGone(reason: String, since: Int64? = nil)
         case retry(error: String, at: Int64)
         /// Due again at `at` without counting an attempt: the request was never processed, so
         /// the backoff must not grow (`attempts` stays as it was).
@@ -69,15 +70,37 @@ package struct DeliveryPolicy: Sendable, Equatable {
         case unknown
     }
 
+    /// How many times in a row a push the service never processed (`DeliveryOutcome.requeue`) is
+    /// sent again at once. A service refusing every stream (REFUSED_STREAM, GOAWAY with last
+    /// stream 0) otherwise got the same push back thousands of times a second until its TTL.
+    package static let immediateResends = 3
+
     /// Judges one attempt (`attempts` made before it) of jobs that may be retried until
     /// `expiresAt`; `random` in 0...1 draws the backoff's jitter (only for a retry: drawing costs
-    /// a system call).
+    /// a system call). `resends`: how many times in a row the push was requeued just before;
+    /// `rejection`: what `RejectedTokens` made of a `tokenRejected` answer.
     package func judge(
-        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, random: @autoclosure () -> Double
+        _ outcome: DeliveryOutcome, attempts: Int, expiresAt: Int64, now: Int64, resends: Int = 0,
+        rejection: RejectedTokens.Judgement = .deviceGone, random: @autoclosure () -> Double
     ) -> (verdict: Verdict, host: HostHealth) {
         switch outcome {
         case .delivered: return (.delivered, .alive)
-        case .deviceGone(let reason): return (.deviceGone(reason: reason), .unknown)
+        case .deviceGone(let reason, let since): return (.deviceGone(reason: reason, since: since), .unknown)
+        case .tokenRejected(let reason):
+            switch rejection {
+            case .deviceGone: return (.deviceGone(reason: reason), .unknown)
+            case .unconfirmed:
+                let verdict = backedOff(
+                    "\(reason) (device kept: nothing delivered on this route yet)", notBefore: nil, attempts: attempts,
+                    expiresAt: expiresAt, now: now, random: random())
+                return (verdict, .unknown)
+            case .misconfigured:
+                let verdict = backedOff(
+                    "\(reason) (answered for \(RejectedTokens.runThatMeansConfiguration) devices in a row: the "
+                        + "relay's configuration)", notBefore: nil, attempts: attempts, expiresAt: expiresAt, now: now,
+                    random: random())
+                return (verdict, .failing)
+            }
         case .dead(let reason): return (.dead(error: reason), .unknown)
         case .refused(let reason): return (.dead(error: reason), .unknown)
         case .retry(let reason, let notBefore):
@@ -91,6 +114,12 @@ package struct DeliveryPolicy: Sendable, Equatable {
                 reason, notBefore: nil, attempts: attempts, expiresAt: expiresAt, now: now, random: random())
             return (verdict, .failing)
         case .requeue(let reason):
+            guard resends < Self.immediateResends else {
+                // Refused again and again: the service is not taking work, whatever it says.
+                let verdict = backedOff(
+                    reason, notBefore: nil, attempts: attempts, expiresAt: expiresAt, now: now, random: random())
+                return (verdict, .failing)
+            }
             // Never processed: nothing was learnt about the host, and the attempt is not counted.
             guard now < expiresAt else { return (.dead(error: "TTL expired; last error: \(reason)"), .unknown) }
             return (.requeue(reason: reason, at: now), .unknown)

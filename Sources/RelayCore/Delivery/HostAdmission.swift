@@ -8,11 +8,11 @@
 /// of webhook URLs (parsing one costs more than the row it came with, and the same receiver
 /// comes back push after push).
 package struct HostAdmission: Sendable {
-    /// A device's push transport, parsed, with the `host:port` its slots and breaker are kept per,
-    /// and how many deliveries that host may have in flight.
+    /// A device's push transport, parsed, with the route its slots and breaker are kept per, and
+    /// how many deliveries that route may have in flight.
     package struct Target {
         package let transport: PushTransport
-        package let host: String
+        package let route: PushRoute
         package let slots: Int
     }
 
@@ -20,7 +20,7 @@ package struct HostAdmission: Sendable {
     /// hosts' jobs, before it stops.
     package static let lookPastFull = 64
 
-    private var free: [String: Int] = [:]
+    private var free: [PushRoute: Int] = [:]
     /// Parsed webhook URLs, by their stored form. A push service's transport is one device's
     /// token: caching it would only grow the table.
     private var targets: [String: Target?] = [:]
@@ -28,22 +28,22 @@ package struct HostAdmission: Sendable {
     /// sent with what `consider` parsed, and a device looked past comes back in the next pass.
     private var parsed: [String: (stored: String, target: Target?)] = [:]
     private var parsedBefore: [String: (stored: String, target: Target?)] = [:]
-    private var inFlight: [String: Int] = [:]
+    private var inFlight: [PushRoute: Int] = [:]
     private var turnedDown = 0
-    private let place: @Sendable (PushTransport) -> (host: String, slots: Int)
+    private let place: @Sendable (PushTransport) -> (route: PushRoute, slots: Int)
 
-    /// - Parameter place: a transport's host, and the deliveries that host may have in flight.
-    package init(place: @escaping @Sendable (PushTransport) -> (host: String, slots: Int)) {
+    /// - Parameter place: a transport's route, and the deliveries that route may have in flight.
+    package init(place: @escaping @Sendable (PushTransport) -> (route: PushRoute, slots: Int)) {
         self.place = place
     }
 
-    /// The same number of slots for every host.
+    /// The same number of slots for every host (a route per host and transport).
     package init(slotsPerHost: Int, hostOf: @escaping @Sendable (PushTransport) -> String) {
-        self.init { transport in (hostOf(transport), slotsPerHost) }
+        self.init { transport in (PushRoute(transport.kind, host: hostOf(transport)), slotsPerHost) }
     }
 
     /// Starts a pass with the slots taken now.
-    package mutating func begin(inFlight: [String: Int]) {
+    package mutating func begin(inFlight: [PushRoute: Int]) {
         self.inFlight = inFlight
         free.removeAll(keepingCapacity: true)
         swap(&parsed, &parsedBefore)
@@ -67,13 +67,13 @@ package struct HostAdmission: Sendable {
     /// malformed transport is taken, so that its jobs are dead-lettered.)
     package mutating func consider(_ device: DueDevice) -> Choice {
         guard let target = target(of: device) else { return .take }
-        let host = target.host
-        let left = free[host] ?? (target.slots - inFlight[host, default: 0])
+        let route = target.route
+        let left = free[route] ?? (target.slots - inFlight[route, default: 0])
         guard left > 0 else {
             turnedDown += 1
             return turnedDown < Self.lookPastFull ? .skip : .stop
         }
-        free[host] = left - 1
+        free[route] = left - 1
         return .take
     }
 
@@ -103,8 +103,8 @@ package struct HostAdmission: Sendable {
         let shared = stored.utf8.first != UInt8(ascii: "{")  // (a push service's is a JSON object)
         if shared, let known = targets[stored] { return known }
         let parsed = PushTransport(target: stored).map { transport in
-            let (host, slots) = place(transport)
-            return Target(transport: transport, host: host, slots: slots)
+            let (route, slots) = place(transport)
+            return Target(transport: transport, route: route, slots: slots)
         }
         if shared { targets[stored] = .some(parsed) }
         return parsed

@@ -29,8 +29,16 @@ package struct RetryPolicy: Sendable, Equatable {
 package enum DeliveryOutcome: Sendable, Equatable {
     case delivered
     /// The device is gone (webhook 404 / 410, APNs Unregistered, FCM UNREGISTERED): disable it
-    /// and drop its jobs; `reason` is kept as the device's `disabled_reason`.
-    case deviceGone(reason: String)
+    /// and drop its jobs; `reason` is kept as the device's `disabled_reason`. Only while the
+    /// device still has the transport the push went to, and (`since`: APNs's 410 `timestamp`,
+    /// when the token stopped being valid) was not registered again after that.
+    case deviceGone(reason: String, since: Int64? = nil)
+    /// The service says the device's token is not valid for this credential or topic (APNs
+    /// BadDeviceToken, DeviceTokenNotForTopic; a Web Push subscription's 401/403). One device's
+    /// fault, or — when every device of the route answers it — the operator's configuration
+    /// (a wrong topic, development tokens sent to production, a rotated VAPID key): the notifier
+    /// tells which (`RejectedTokens`) before anything is disabled.
+    case tokenRejected(reason: String)
     /// 429, 5xx, timeout, connection error: try again, not before `notBefore` milliseconds from now
     /// when the receiver said so (`Retry-After`).
     case retry(reason: String, notBeforeMilliseconds: Int64?)
@@ -44,7 +52,8 @@ package enum DeliveryOutcome: Sendable, Equatable {
     /// that its breaker stops every other push from hitting the same wall.
     case misconfigured(reason: String)
     /// The request was never processed (HTTP/2 GOAWAY above its stream id, REFUSED_STREAM): due
-    /// again at once, and the attempt counts for nothing — neither the backoff nor the breaker.
+    /// again at once, and the attempt counts for nothing — neither the backoff nor the breaker —
+    /// `DeliveryPolicy.immediateResends` times in a row; then it is a failure like any other.
     case requeue(reason: String)
 
     /// Classifies an HTTP status; `retryAfter` is the raw `Retry-After` header, if any.

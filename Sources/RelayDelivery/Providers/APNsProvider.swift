@@ -44,13 +44,17 @@ package final class APNsProvider: PushProvider {
 
     package func stop() { client.stop() }
 
-    package func host(for transport: PushTransport) -> String {
+    /// Per key, topic and environment: a topic Apple refuses (or a key it does not know) must
+    /// not pause another's pushes.
+    package func route(for transport: PushTransport) -> PushRoute {
         let url = origin(of: transport).url
-        return "\(url.host):\(url.port)"
+        var topic = defaultTopic ?? ""
+        if case .apns(let device) = transport, let named = device.topic { topic = named }
+        return PushRoute(.apns, credential: "\(credentials.keyId)/\(topic)", host: "\(url.host):\(url.port)")
     }
 
     private func origin(of transport: PushTransport) -> HTTP2Client.Endpoint {
-        if case .apns(let device) = transport, device.environment == .sandbox { return sandbox }
+        if case .apns(let device) = transport, device.endpoint == .sandbox { return sandbox }
         return production
     }
 
@@ -69,11 +73,15 @@ package final class APNsProvider: PushProvider {
         } catch {
             return done(error.outcome)
         }
-        attempt(request, to: origin(of: transport), renewed: false, done: done)
+        // A device that named no environment may hold a development build's token: production
+        // answers BadDeviceToken to it, and the sandbox decides before anything is disabled.
+        let fallback = device.environment == nil ? sandbox : nil
+        attempt(request, to: origin(of: transport), otherwise: fallback, renewed: false, done: done)
     }
 
+    /// - Parameter otherwise: where to send the same request when `origin` answers BadDeviceToken.
     private func attempt(
-        _ request: APNsRequest, to origin: HTTP2Client.Endpoint, renewed: Bool,
+        _ request: APNsRequest, to origin: HTTP2Client.Endpoint, otherwise: HTTP2Client.Endpoint?, renewed: Bool,
         done: @escaping @Sendable (DeliveryOutcome) -> Void
     ) {
         let issuedAt: Int64
@@ -90,11 +98,16 @@ package final class APNsProvider: PushProvider {
             case .success(let response):
                 switch APNsAnswer.judge(status: response.status, body: response.body, headers: response.headers) {
                 case .settled(let outcome):
+                    if let otherwise, case .tokenRejected = outcome,
+                        APNsAnswer.reason(response.body) == "BadDeviceToken"
+                    {
+                        return attempt(request, to: otherwise, otherwise: nil, renewed: renewed, done: done)
+                    }
                     done(outcome)
                 case .renewTokenAndRetry(let reason):
                     guard !renewed else { return done(.misconfigured(reason: reason)) }
                     switch providerToken(expiredAnswerFor: issuedAt) {
-                    case .token: attempt(request, to: origin, renewed: true, done: done)
+                    case .token: attempt(request, to: origin, otherwise: otherwise, renewed: true, done: done)
                     case .settled(let outcome): done(outcome)
                     }
                 }

@@ -37,7 +37,9 @@ package final class FCMProvider: PushProvider {
         wallClock = now
     }
 
-    package func host(for transport: PushTransport) -> String { "\(service.host):\(service.port)" }
+    package func route(for transport: PushTransport) -> PushRoute {
+        PushRoute(.fcm, credential: account.projectId, host: "\(service.host):\(service.port)")
+    }
 
     package func send(
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,

@@ -5,8 +5,8 @@ package import RelayCore
 /// its service's request and the service's answer into a `DeliveryOutcome`. The policy and the
 /// notifier never know which service a device uses.
 package protocol PushProvider: Sendable {
-    /// `host:port` this device's pushes go to: the key of the delivery slots and circuit breaker.
-    func host(for transport: PushTransport) -> String
+    /// What this device's pushes share their delivery slots and circuit breaker with.
+    func route(for transport: PushTransport) -> PushRoute
 
     /// Sends one push; `done` gets the outcome once, on any thread, and must not block.
     func send(

@@ -4,9 +4,10 @@ package import RelayCore
 ///
 /// - 2xx (201 Created): delivered to the service, which holds it for the device until its TTL.
 /// - 404, 410: the subscription expired or was withdrawn: the device is gone.
-/// - 401, 403: the service refused our VAPID token or key — every push to that service would be
-///   refused alike: misconfigured. (A subscription made with another application server key
-///   answers so too; it stays, and its pushes retry until their TTL.)
+/// - 401, 403: the service refused our VAPID token for this subscription — made with another
+///   application server key (ours was rotated), or our key is wrong for every subscription:
+///   rejected, and `RejectedTokens` tells which. Never the route's breaker for one subscription
+///   (any client can register one that answers 403).
 /// - 413: too large for this service: dead. 400 and other 4xx, 3xx: the request is wrong: dead.
 /// - 429, 5xx: retry, honouring `Retry-After`.
 package enum WebPushAnswer {
@@ -20,7 +21,7 @@ package enum WebPushAnswer {
         switch status {
         case 200..<300: return .delivered
         case 404, 410: return .deviceGone(reason: text)
-        case 401, 403: return .misconfigured(reason: text)
+        case 401, 403: return .tokenRejected(reason: text)
         case 429, 500..<600:
             return .retry(reason: text, notBeforeMilliseconds: ProviderResponse.retryAfter(in: headers))
         default: return .dead(reason: text)

@@ -14,9 +14,10 @@ package struct WebPushProvider: PushProvider {
         self.vapid = vapid
     }
 
-    package func host(for transport: PushTransport) -> String {
-        guard let url = transport.clientChosenURL else { return "webpush" }
-        return "\(url.host):\(url.port)"
+    /// Per push service origin: a subscription's refusal is that subscription's, never another
+    /// transport's on the same host.
+    package func route(for transport: PushTransport) -> PushRoute {
+        PushRoute(.webPush, host: transport.clientChosenURL.map { "\($0.host):\($0.port)" } ?? "")
     }
 
     package func send(
@@ -40,7 +41,7 @@ package struct WebPushProvider: PushProvider {
             return done(.dead(reason: "Web Push encryption failed: \(error.code.rawValue)"))
         }
         let headers = request.headers.map { ($0.name, $0.value) } + [("authorization", authorization)]
-        sender.post(subscription.endpoint, origin: .chosenByClient, headers: headers, body: body) { result in
+        sender.post(subscription.endpoint, origin: .webPushEndpoint, headers: headers, body: body) { result in
             switch result {
             case .success(let response):
                 let headers = response.retryAfter.map { [(name: "retry-after", value: $0)] } ?? []

@@ -11,9 +11,8 @@ package struct WebhookProvider: PushProvider {
         self.signer = signer
     }
 
-    package func host(for transport: PushTransport) -> String {
-        guard let url = transport.clientChosenURL else { return "webhook" }
-        return "\(url.host):\(url.port)"
+    package func route(for transport: PushTransport) -> PushRoute {
+        PushRoute(.webhook, host: transport.clientChosenURL.map { "\($0.host):\($0.port)" } ?? "")
     }
 
     package func send(
