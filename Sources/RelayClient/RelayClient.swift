@@ -159,8 +159,8 @@ public actor RelayClient {
 
     /// Sends a signal (typing…) to the chat server, which relays it to the conversation's
     /// online devices. Live only: without an open socket it throws ``RelaySignalError/notConnected``
-    /// instead of queueing it (a late typing indicator is worse than none). The relay drops
-    /// signals beyond 10 per second per socket.
+    /// instead of queueing it (a late typing indicator is worse than none). The relay drops a
+    /// user's signals beyond 10 per second (burst 20), all of the user's sockets together.
     public func send(signal: RelaySignal) async throws {
         guard let frame = signal.frame else { throw RelaySignalError.invalid }
         guard let connection else { throw RelaySignalError.notConnected }

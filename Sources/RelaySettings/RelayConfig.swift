@@ -6,7 +6,7 @@ package import RelayTelemetry
 /// environment (`PUSHRELAY_` + upper snake case), then flags (`--kebab-case`); later wins.
 package struct RelayConfig: Sendable, Equatable {
     /// The relay's version: `--version`, `GET /v1/stats`, and `openapi.yaml`'s `info.version` (a test checks).
-    package static let version = "0.2.0"
+    package static let version = "0.3.0"
 
     /// `host:port` to bind; port 0 picks a free one. Default loopback only.
     package var listen = "127.0.0.1:8080"
