@@ -95,14 +95,22 @@ package final class WebhookClient: @unchecked Sendable {
     // The loop thread's own state.
     private var slots: [Int32: Slot] = [:]
     private var idle: [String: [WireConnection]] = [:]
+    /// When each pooled connection went idle (by fd): closed `maxIdleMs` after, so that receivers
+    /// are not left holding sockets nobody will use (3×64 sat open for good).
+    private var idleSince: [Int32: Int64] = [:]
+    /// The earliest time an idle connection is due to close (or later).
+    private var nextIdleClose = Int64.max
+    private let maxIdleMs: Int64
     /// The earliest `dueAt` among exchanges (or later: a stale value only costs an early look).
     private var nextCheck = Int64.max
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16_384, alignment: 8)
 
     package init(
-        tls: TLSContext, connectTimeoutMs: Int = 5000, totalTimeoutMs: Int = 10_000, maxIdlePerAddress: Int = 64
+        tls: TLSContext, connectTimeoutMs: Int = 5000, totalTimeoutMs: Int = 10_000, maxIdlePerAddress: Int = 64,
+        maxIdleMs: Int64 = WebhookClient.defaultMaxIdleMs
     ) throws(Poller.Failure) {
         self.tls = tls
+        self.maxIdleMs = maxIdleMs
         self.connectTimeoutMs = connectTimeoutMs
         self.totalTimeoutMs = totalTimeoutMs
         self.maxIdlePerAddress = maxIdlePerAddress
@@ -111,6 +119,10 @@ package final class WebhookClient: @unchecked Sendable {
     }
 
     deinit { readBuffer.deallocate() }
+
+    /// How long a keep-alive connection stays pooled unused: shorter than common servers' own
+    /// keep-alive (nginx 75 s, Node 5 s is shorter: a reuse it closed meanwhile is sent again).
+    package static let defaultMaxIdleMs: Int64 = 30_000
 
     /// POSTs `body` to `url`, connecting to the first of `addresses` (already resolved and
     /// checked) that accepts a connection (and, for https, completes the handshake). `done`
@@ -146,8 +158,9 @@ package final class WebhookClient: @unchecked Sendable {
     private func run() {
         while running.load(ordering: .acquiring) {
             let now = MonotonicClock.milliseconds()
-            // Nothing in flight: sleep until a post wakes the loop (no idle wake-ups).
-            let timeout = nextCheck == .max ? -1 : Int32(min(60_000, max(0, nextCheck - now)))
+            // Nothing in flight or pooled: sleep until a post wakes the loop (no idle wake-ups).
+            let wakeAt = min(nextCheck, nextIdleClose)
+            let timeout = wakeAt == .max ? -1 : Int32(min(60_000, max(0, wakeAt - now)))
             guard poller.wait(timeoutMs: timeout, { event in handle(event) }) else { break }
             for request in inbox.withLock({ inbox in
                 defer { inbox.removeAll(keepingCapacity: true) }; return inbox
@@ -156,9 +169,11 @@ package final class WebhookClient: @unchecked Sendable {
             }
             let later = MonotonicClock.milliseconds()
             if later >= nextCheck { expire(later) }
+            if later >= nextIdleClose { closeIdle(later) }
         }
         slots.removeAll()
         idle.removeAll()
+        idleSince.removeAll()
         finished.withLock { $0 = true }
         finished.broadcast()
     }
@@ -171,6 +186,7 @@ package final class WebhookClient: @unchecked Sendable {
             // something it should not have): either way it is done.
             guard event.readable else { return }
             idle[connection.key]?.removeAll { $0 === connection }
+            idleSince[connection.fd] = nil
             retire(connection)
         case .busy(let exchange)?:
             advance(exchange)
@@ -182,6 +198,7 @@ package final class WebhookClient: @unchecked Sendable {
     private func start(_ request: Request) {
         for (index, address) in request.addresses.enumerated() {
             guard let connection = idle[Self.key(request.url, address)]?.popLast() else { continue }
+            idleSince[connection.fd] = nil
             let exchange = Exchange(
                 request, connection, addressIndex: index, reused: true, phase: .sending(offset: 0),
                 interest: .readable)
@@ -319,6 +336,10 @@ package final class WebhookClient: @unchecked Sendable {
             {
                 idle[connection.key]?.removeLast()
                 retire(connection)
+            } else {
+                let now = MonotonicClock.milliseconds()
+                idleSince[connection.fd] = now
+                nextIdleClose = min(nextIdleClose, now + maxIdleMs)
             }
         } else {
             retire(connection)
@@ -330,6 +351,26 @@ package final class WebhookClient: @unchecked Sendable {
     private func retire(_ connection: WireConnection) {
         poller.remove(connection.fd)
         slots[connection.fd] = nil
+    }
+
+    /// Closes the pooled connections idle for `maxIdleMs`.
+    private func closeIdle(_ now: Int64) {
+        var next = Int64.max
+        for (key, connections) in idle {
+            var kept: [WireConnection] = []
+            for connection in connections {
+                let since = idleSince[connection.fd] ?? now
+                if since + maxIdleMs <= now {
+                    idleSince[connection.fd] = nil
+                    retire(connection)
+                } else {
+                    kept.append(connection)
+                    next = min(next, since + maxIdleMs)
+                }
+            }
+            idle[key] = kept.isEmpty ? nil : kept
+        }
+        nextIdleClose = next
     }
 
     /// Fails what is past its deadline (a connect past its own moves on to the next address).

@@ -56,7 +56,8 @@ extension RelayAPI {
         let live = self.live
         reply.send(
             .switchingProtocols(
-                headers: [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", accept)]
+                // (libmicrohttpd adds `Connection: Upgrade` itself: a second one made "Upgrade, Upgrade".)
+                headers: [("Upgrade", "websocket"), ("Sec-WebSocket-Accept", accept)]
             ) { socket in
                 live.open(
                     socket, claims: claims, deviceId: deviceId, after: after, epoch: epoch, background: background)

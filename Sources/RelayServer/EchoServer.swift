@@ -28,7 +28,7 @@ final class EchoServer: WebSocketLoopDelegate {
                 responder.send(
                     .switchingProtocols(
                         headers: [
-                            ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", accept),
+                            ("Upgrade", "websocket"), ("Sec-WebSocket-Accept", accept),
                         ]
                     ) { socket in _ = loop.adopt(socket) })
             case .failure(let refusal):

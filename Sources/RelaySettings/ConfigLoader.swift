@@ -333,14 +333,30 @@ package enum ConfigLoader {
             guard !apns.contains(where: { $0 == nil }) else {
                 throw Error(description: "APNs needs apnsKeyFile, apnsKeyId and apnsTeamId together")
             }
+            // Apple's key and team ids are 10 characters; anything else makes every push 403.
+            for (name, value) in [("apnsKeyId", config.apnsKeyId), ("apnsTeamId", config.apnsTeamId)] {
+                guard let value, value.utf8.count == 10, value.utf8.allSatisfy(Self.isAppleIdCharacter) else {
+                    throw Error(description: "\(name) must be the 10 letters and digits Apple shows for it")
+                }
+            }
         }
         if config.vapidKeyFile != nil || config.vapidSubject != nil {
             guard let subject = config.vapidSubject, config.vapidKeyFile != nil else {
                 throw Error(description: "Web Push needs vapidKeyFile and vapidSubject together")
             }
-            guard subject.hasPrefix("mailto:") || subject.hasPrefix("https://") else {
-                throw Error(description: "vapidSubject must be a mailto: or https: URI, not '\(subject)'")
+            // (A push service may refuse a subject it cannot reach anyone at: "mailto:" alone.)
+            let contact = subject.hasPrefix("mailto:") ? subject.dropFirst(7) : subject.dropFirst(8)
+            guard subject.hasPrefix("mailto:") || subject.hasPrefix("https://"),
+                subject.hasPrefix("https://") || contact.contains("@"), contact.count >= 3
+            else {
+                throw Error(
+                    description: "vapidSubject must be a mailto: address or an https: URL to reach you at, "
+                        + "not '\(subject)'")
             }
         }
+    }
+
+    private static func isAppleIdCharacter(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
     }
 }

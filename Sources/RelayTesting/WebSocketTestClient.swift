@@ -19,6 +19,8 @@ package final class WebSocketTestClient {
     private var pending: [Event] = []
     /// Status and headers of the handshake answer.
     package private(set) var handshakeStatus = 0
+    /// The handshake answer's headers, names lower-cased.
+    package private(set) var handshakeHeaders: [String: String] = [:]
 
     /// Connects to `127.0.0.1:port` and performs the opening handshake for `path`.
     /// Throws when the server does not answer 101 (`handshakeStatus` tells what it answered).
@@ -40,6 +42,7 @@ package final class WebSocketTestClient {
             received += chunk
             if let response = WebSocketHandshake.parseResponse(received) {
                 handshakeStatus = response.status
+                handshakeHeaders = response.headers
                 guard WebSocketHandshake.accepts(response, key: key) else {
                     Glibc.close(fd)
                     throw Failure(description: "handshake refused with \(response.status)")

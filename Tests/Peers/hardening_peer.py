@@ -387,5 +387,47 @@ def stopping_records_nothing(binary):
             connection.close()
 
 
+@check("a keep-alive connection to a webhook receiver is closed after 30 s idle, not kept for good")
+def idle_connections_are_closed(binary):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    closed = []  # seconds from the answer to the relay's close, per connection
+
+    def serve(connection):
+        answered = None
+        with connection:
+            while True:
+                data = connection.recv(65536)
+                if not data:
+                    closed.append(time.monotonic() - answered if answered else -1)
+                    return
+                if b"\r\n\r\n" in data:
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                    answered = time.monotonic()
+
+    def accept():
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    relay = Relay(binary, "--push-delay-ms", "100")
+    try:
+        port = listener.getsockname()[1]
+        status, body = relay.http("PUT", "/v1/users/ka/devices/hook", {"pushUrl": f"http://127.0.0.1:{port}/p"})
+        assert status == 201, body
+        post(relay, "k1", "ka")
+        assert wait_for(lambda: closed, 60), "the relay kept its idle connection for a minute"
+        assert 25 <= closed[0] <= 45, f"closed {closed[0]:.1f} s after the answer"
+        return f"closed {closed[0]:.1f} s after its last answer"
+    finally:
+        relay.stop()
+        listener.close()
+
+
 if __name__ == "__main__":
     sys.exit(run_checks(checks, lambda fn: fn(sys.argv[1])))

@@ -127,6 +127,8 @@ import Glibc
         let allowed = try WebSocketTestClient(
             port: open.port, path: "/v1/ws?access_token=\(token)", headers: [("Origin", "https://Chat.Example.com")])
         #expect(allowed.handshakeStatus == 101)
+        // Exactly `Upgrade`: Node's and OkHttp's WebSocket clients refuse "Upgrade, Upgrade".
+        #expect(allowed.handshakeHeaders["connection"] == "Upgrade")
 
         let strict = try RelayProcess(arguments: ["--ws-allowed-origins", "https://chat.example.com"])
         let same = try WebSocketTestClient(

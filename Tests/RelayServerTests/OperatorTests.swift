@@ -91,6 +91,31 @@ import Testing
         #expect(fine.status == 0, "\(fine.stderr)")
     }
 
+    /// Push credentials that could never work are refused at start, saying what is wrong.
+    @Test(arguments: [
+        (["--apns-key-id", "KEY12345"], "apnsKeyId must be the 10 letters and digits"),
+        (["--apns-key-id", "KEY1234567", "--apns-team-id", "team-12345"], "apnsTeamId must be the 10 letters"),
+        (["--vapid-subject", "mailto:"], "vapidSubject must be a mailto: address or an https: URL"),
+        (["--vapid-subject", "ops@example.com"], "vapidSubject must be a mailto: address or an https: URL"),
+        (["--fcm-service-account-file", "duplicate.json"], "not valid JSON: duplicate member name"),
+    ])
+    func pushCredentialMistakesAreConfigurationErrors(_ flags: [String], _ message: String) throws {
+        let directory = try scratch()
+        let key = directory.appendingPathComponent("apns.p8").path
+        try PushCredentials.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key])
+        try Data(#"{"type":"service_account","project_id":"a","project_id":"b"}"#.utf8)
+            .write(to: directory.appendingPathComponent("duplicate.json"))
+        var arguments = ["check-config", "--server-keys", "sixteen-bytes-k1"]
+        if flags.contains("--apns-key-id") {
+            arguments += ["--apns-key-file", key, "--apns-team-id", "TEAM123456"]
+        }
+        if flags.contains("--vapid-subject") { arguments += ["--vapid-key-file", key] }
+        let run = try RelayCommand.run(
+            arguments + flags, environment: ["PUSHRELAY_DB": directory.path + "/r.sqlite"], directory: directory)
+        #expect(run.status == 2, "\(flags): \(run.stderr)")
+        #expect(run.stderr.contains(message), "\(flags): \(run.stderr)")
+    }
+
     @Test func versionAndHelpPrintAndExit() throws {
         let version = try RelayCommand.run(["--version"])
         #expect(version.status == 0)

@@ -1,4 +1,5 @@
 import RelayCore
+import RelayCrypto
 import RelayDelivery
 import Testing
 
@@ -94,10 +95,16 @@ import Testing
                         + #""relay":{"userId":"u1","deviceId":"phone","seq":{"from":3,"to":5},"type":"clear"}}"#))
     }
 
-    @Test func aCollapseIdOver64BytesIsLeftOut() throws {
+    /// One rule for every transport: a key longer than the service takes is hashed to fit, never
+    /// dropped — the same key to the same value, so APNs still replaces the older push.
+    @Test func aCollapseIdOver64BytesIsHashedToFit() throws {
         let fits = String(repeating: "é", count: 32)  // 64 bytes
         #expect(try Self.header(Self.request(Self.notice(collapseKey: fits)), "apns-collapse-id") == fits)
-        #expect(try Self.header(Self.request(Self.notice(collapseKey: fits + "x")), "apns-collapse-id") == nil)
+        let long = fits + "x"
+        let hashed = try Self.header(Self.request(Self.notice(collapseKey: long)), "apns-collapse-id")
+        #expect(hashed?.utf8.count == 32)
+        #expect(hashed == WebPushRequest.topic(for: long, hash: Crypto.sha256))
+        #expect(try Self.header(Self.request(Self.notice(collapseKey: long)), "apns-collapse-id") == hashed)
         #expect(try Self.header(Self.request(Self.notice(collapseKey: "")), "apns-collapse-id") == nil)
     }
 

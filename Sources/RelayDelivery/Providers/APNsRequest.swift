@@ -1,4 +1,5 @@
 package import RelayCore
+import RelayCrypto
 
 /// The HTTP/2 request that hands one push to APNs (`POST https://api.push.apple.com/3/device/…`),
 /// without its `authorization: bearer <jwt>` header, which the shell adds from the token it holds.
@@ -12,7 +13,8 @@ package import RelayCore
 package struct APNsRequest: Sendable {
     /// APNs refuses larger payloads (413 PayloadTooLarge); VoIP's 5120 does not apply here.
     package static let maxPayloadBytes = 4096
-    /// APNs refuses a longer `apns-collapse-id` (400 BadCollapseId): a longer key is left out.
+    /// APNs refuses a longer `apns-collapse-id` (400 BadCollapseId): a longer key is hashed to fit
+    /// (`PushNotice.fitted`), as Web Push's `Topic` is.
     package static let maxCollapseIdBytes = 64
     /// The alert of a content-free push (its service extension replaces it).
     package static let genericBody = "New message"
@@ -45,7 +47,11 @@ package struct APNsRequest: Sendable {
     ///   - deviceToken: the device's APNs token, in hex.
     ///   - topic: the app's bundle id.
     ///   - now: milliseconds since the epoch (an expiration already past is sent as now).
-    package init(notice: PushNotice, deviceToken: String, topic: String, now: Int64) throws(Refusal) {
+    ///   - hash: SHA-256, for a collapse key longer than APNs takes.
+    package init(
+        notice: PushNotice, deviceToken: String, topic: String, now: Int64,
+        hash: ([UInt8]) -> [UInt8] = Crypto.sha256
+    ) throws(Refusal) {
         guard (1...200).contains(deviceToken.utf8.count), deviceToken.utf8.allSatisfy(\.isHexDigit) else {
             throw .badDeviceToken
         }
@@ -59,7 +65,7 @@ package struct APNsRequest: Sendable {
             ("apns-priority", urgent ? "10" : "5"),
             ("apns-expiration", String(max(notice.expiresAt, now) / 1000)),
         ]
-        if let key = notice.collapseKey, !key.isEmpty, key.utf8.count <= Self.maxCollapseIdBytes {
+        if let key = PushNotice.fitted(collapseKey: notice.collapseKey, maxBytes: Self.maxCollapseIdBytes, hash: hash) {
             headers.append(("apns-collapse-id", key))
         }
         headers.append(("apns-id", Self.uuid(for: notice.id)))

@@ -17,7 +17,14 @@ package struct FCMServiceAccount: Sendable {
 
     /// Parses the file's bytes; the message never quotes the key.
     package init(json bytes: [UInt8]) throws(Invalid) {
-        guard let json = try? JSONParser.parse(bytes), case .object = json else {
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse(bytes)
+        } catch {
+            // What is wrong and where (a duplicate key, a stray comma), never the text around it.
+            throw Invalid(description: "the FCM service account file is not valid JSON: \(error)")
+        }
+        guard case .object = json else {
             throw Invalid(description: "the FCM service account file is not a JSON object")
         }
         func string(_ name: String) throws(Invalid) -> String {

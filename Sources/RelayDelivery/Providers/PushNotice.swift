@@ -1,4 +1,5 @@
 package import RelayCore
+import WebSocketCodec
 
 /// One push, as every transport sees it: the webhook, APNs, FCM and Web Push each build their
 /// request from this value alone, so what a device is told does not depend on how it is reached.
@@ -70,5 +71,22 @@ package struct PushNotice: Sendable, Equatable {
         title = parsed["title"]?.stringValue
         body = parsed["body"]?.stringValue
         if let data = parsed["data"], case .object = data { self.data = data.serialized }
+    }
+}
+
+extension PushNotice {
+    /// The collapse key as a service that takes at most `maxBytes` of `allowed` bytes carries it —
+    /// one rule for every transport: the key itself when it fits; otherwise the URL-safe base64
+    /// of the first 24 bytes of its SHA-256 (32 characters), so that the same key still makes the
+    /// same value and the service still replaces an undelivered push with the next. Never
+    /// dropped: nil only when there is no key (or the hash gave nothing that fits).
+    package static func fitted(
+        collapseKey key: String?, maxBytes: Int, allowed: (UInt8) -> Bool = { _ in true },
+        hash: ([UInt8]) -> [UInt8]
+    ) -> String? {
+        guard let key, !key.isEmpty else { return nil }
+        if key.utf8.count <= maxBytes, key.utf8.allSatisfy(allowed) { return key }
+        let hashed = Base64.encode(hash(Array(key.utf8)).prefix(24), .url)
+        return hashed.isEmpty || hashed.utf8.count > maxBytes ? nil : hashed
     }
 }

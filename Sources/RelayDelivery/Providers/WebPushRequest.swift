@@ -43,10 +43,7 @@ package struct WebPushRequest: Sendable {
     /// so the push service still replaces an undelivered push with the next one. Nil when there
     /// is nothing to send (an empty key, a hash that gave nothing).
     package static func topic(for collapseKey: String, hash: ([UInt8]) -> [UInt8]) -> String? {
-        guard !collapseKey.isEmpty else { return nil }
-        if collapseKey.utf8.count <= maxTopicLength, collapseKey.utf8.allSatisfy(isBase64URLByte) { return collapseKey }
-        let topic = Base64.encode(hash(Array(collapseKey.utf8)).prefix(24), .url)
-        return topic.isEmpty || topic.utf8.count > maxTopicLength ? nil : topic
+        PushNotice.fitted(collapseKey: collapseKey, maxBytes: maxTopicLength, allowed: isBase64URLByte, hash: hash)
     }
 
     private static func isBase64URLByte(_ byte: UInt8) -> Bool {
