@@ -451,10 +451,13 @@ package final class PushNotifier: Sendable {
     }
 
     /// Metrics, events and log lines of an outcome the store recorded (or failed to).
-    private func settled(_ outcome: Finished, _ stored: Result<Void, StoreError>) {
+    private func settled(_ outcome: Finished, _ stored: Result<Set<String>, StoreError>) {
         let batch = outcome.batch
         var logger: Logger { self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId) }
-        if case .failure(let error) = stored {
+        let disabled: Set<String>
+        switch stored {
+        case .success(let devices): disabled = devices
+        case .failure(let error):
             logThrottled { logger.error("cannot record push outcome", ("error", "\(error)"), ("suppressed", $0)) }
             return
         }
@@ -477,6 +480,10 @@ package final class PushNotifier: Sendable {
             logThrottled { logger.warning("push dead-lettered", ("error", error), ("suppressed", $0)) }
             events.emit(.push(type: .pushFailed, batch, error: error, at: outcome.at))
         case .deviceGone(let reason, _):
+            // (Not when the answer was about a token the device has replaced since.)
+            guard disabled.contains(batch.deviceKey) else {
+                return logger.info("push answered for a token the device no longer has", ("error", reason))
+            }
             metrics.recordPush(.deviceGone, seconds: seconds)
             events.emit(.push(type: .deviceDisabled, batch, error: reason, at: outcome.at))
         }

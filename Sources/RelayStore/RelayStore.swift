@@ -66,10 +66,12 @@ package protocol RelayStore: Sendable {
     func pushBatches(
         now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
     ) throws(StoreError) -> [PushBatch]
-    /// Records how delivery attempts ended (one write for all of them).
+    /// Records how delivery attempts ended (one write for all of them); the completion gets the
+    /// keys of the devices it disabled (a "gone" answer about a token the device no longer has
+    /// disables nothing: `DeliveryPolicy.gone`).
     func finish(
         _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
-        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+        completion: @escaping @Sendable (Result<Set<String>, StoreError>) -> Void)
     /// Push jobs in `state`, newest first (the dead-letter view).
     func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
     /// Re-queues a dead job with a fresh attempt budget.
@@ -131,7 +133,7 @@ extension RelayStore {
         _ batch: PushBatch, result: DeliveryPolicy.Verdict, now: Timestamp,
         completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        finish([(batch, result)], now: now, completion: completion)
+        finish([(batch, result)], now: now) { completion($0.map { _ in () }) }
     }
 
     /// Every due device's batch, up to `limit` devices, no host ever full (the tests' way to

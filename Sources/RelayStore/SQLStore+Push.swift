@@ -175,23 +175,25 @@ extension SQLStore {
     /// statement, each other outcome by itself (they are the few).
     package func finish(
         _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
-        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+        completion: @escaping @Sendable (Result<Set<String>, StoreError>) -> Void
     ) {
         writer.submit(
             { db throws(DatabaseError) in
                 let time = now.milliseconds
                 var delivered: [Int64] = []
+                var disabled: Set<String> = []
                 for (batch, result) in outcomes {
                     if case .delivered = result {
                         delivered += batch.jobIds
                     } else {
                         for id in batch.jobIds { try Self.record(result, job: id, db, now: time) }
                     }
-                    try Self.recordEntries(of: batch, result, db, now: time)
+                    if try Self.recordEntries(of: batch, result, db, now: time) { disabled.insert(batch.deviceKey) }
                 }
                 if !delivered.isEmpty {
                     try db.run(Self.deliveredSQL(db.dialect), [.int(time), db.dialect.idList(delivered)])
                 }
+                return disabled
             }, completion: completion)
     }
 
@@ -262,10 +264,11 @@ extension SQLStore {
         WHERE user_id = ? AND seq BETWEEN ? AND ? AND \(DeliveryState.any("state", of: .stored, .live))
         """
 
-    /// What an outcome means for the batch's inbox entries and its device.
+    /// What an outcome means for the batch's inbox entries and its device; whether it disabled
+    /// the device.
     private static func recordEntries(
         of batch: PushBatch, _ result: DeliveryPolicy.Verdict, _ db: SQLWrite, now time: Int64
-    ) throws(DatabaseError) {
+    ) throws(DatabaseError) -> Bool {
         switch result {
         case .delivered where batch.kind == .message:
             try db.run(Self.entriesPushedSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
@@ -286,6 +289,7 @@ extension SQLStore {
                     """, [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId), .text(batch.target)])
                 db.prefetched.devices[batch.userId] = nil
                 try Self.cancel(db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
+                return true
             case .resend:
                 for id in batch.jobIds { try Self.record(.requeue(reason: reason, at: time), job: id, db, now: time) }
             case .drop(let error):
@@ -297,6 +301,7 @@ extension SQLStore {
         default:
             break
         }
+        return false
     }
 
     package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {

@@ -8,7 +8,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from pushdoubles import APNsDouble, FCMDouble, WebPushEndpoint, ca_file, make_apns_key  # noqa: E402
-from relaypeer import Relay, post, registry, run_checks, wait_for  # noqa: E402
+from relaypeer import Receiver, Relay, post, registry, run_checks, wait_for  # noqa: E402
 from webpush_peer import vapid_key  # noqa: E402
 
 checks, check = registry()
@@ -128,7 +128,8 @@ def web_push_never_pauses_fcm(binary):
 @check("a 410 for a token the app has since replaced disables nothing; the push goes to the new token")
 def a_late_410_acts_only_on_its_token(binary):
     apns = APNs()
-    relay = Relay(binary, "--push-delay-ms", "100", *apns.flags)
+    events = Receiver()
+    relay = Relay(binary, "--push-delay-ms", "100", "--events-url", f"{events.base}/events", *apns.flags)
     try:
         gone_at = int(time.time() * 1000)
         apns.double.script(token(1), [("delay", 2.0, (410, "Unregistered", gone_at))])
@@ -144,6 +145,12 @@ def a_late_410_acts_only_on_its_token(binary):
             [(r.token, r.status) for r in apns.double.requests]
         state = devices(relay, "lia")["phone"]
         assert state["state"] == "active" and state["apns"]["token"] == token(2), state
+
+        def kinds():
+            return [e["type"] for e in events.bodies() if e.get("data", {}).get("deviceId") == "phone"]
+        # (Events go out in order: a device.disabled would come before the push.delivered.)
+        assert wait_for(lambda: "push.delivered" in kinds(), 20), events.bodies()
+        assert "device.disabled" not in kinds(), kinds()
         # Apple's timestamp before the device's last registration: the token registered again stays.
         status, body = relay.http("PUT", "/v1/users/lia/devices/tablet", {"apns": {"token": token(3)}})
         assert status == 201, body
@@ -154,10 +161,11 @@ def a_late_410_acts_only_on_its_token(binary):
                                     for d in deliveries(relay, "lia")), 20), deliveries(relay, "lia")
         tablet = devices(relay, "lia")["tablet"]
         assert tablet["state"] == "active", tablet
-        return "new token pushed, device active; a token registered after Apple's timestamp kept"
+        return "new token pushed, device active, no device.disabled; a token registered after Apple's timestamp kept"
     finally:
         relay.stop()
         apns.close()
+        events.shutdown()
 
 
 @check("a wrong apnsTopic (DeviceTokenNotForTopic for every device) disables no device; one error line")

@@ -526,7 +526,7 @@ import Testing
         let outcomes = batches.map { batch -> (batch: PushBatch, result: DeliveryPolicy.Verdict) in
             (batch, batch.userId == "c" ? .retry(error: "HTTP 503", at: 3_000_000) : .delivered)
         }
-        try await Self.wait { store.finish(outcomes, now: later, completion: $0) }
+        #expect(try await Self.wait { store.finish(outcomes, now: later, completion: $0) }.isEmpty)
         let states = try store.deliveries(messageId: "m1").map { ($0.userId, $0.state, $0.attempts) }
         #expect(states.map(\.0) == ["a", "b", "c"])
         #expect(states.map(\.1) == [.delivered, .delivered, .pending])
