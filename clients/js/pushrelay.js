@@ -87,8 +87,8 @@ export const VERSION = "0.43.0-dev";
  * @property {(data: string) => void} send
  * @property {(code?: number, reason?: string) => void} close
  * @property {((event: any) => void) | null} onopen
- * @property {((event: { data: any }) => void) | null} onmessage
- * @property {((event: { code: number, reason: string }) => void) | null} onclose
+ * @property {((event: any) => void) | null} onmessage the client reads `event.data` (text frames)
+ * @property {((event: any) => void) | null} onclose the client reads `event.code`
  * @property {((event: any) => void) | null} onerror
  */
 
@@ -1071,7 +1071,9 @@ export class RelayClient {
       };
       this.#abandon = abandon;
       const openTimer = timers.setTimeout(() => abandon(1006, "open timed out"), this.#requestTimeoutMs);
+      let every = 0;
       const watch = () => {
+        every = watchdog.checkIntervalMs;
         check = timers.setTimeout(() => {
           check = null;
           if (finished) return;
@@ -1086,7 +1088,7 @@ export class RelayClient {
             }
           }
           watch();
-        }, watchdog.checkIntervalMs);
+        }, every);
       };
       ws.onopen = () => {
         if (!alive()) return abandon(1000, "stopped");
@@ -1102,6 +1104,11 @@ export class RelayClient {
         frames += 1;
         watchdog.observe(frames, timers.now());
         if (typeof event.data === "string") this.#frame(event.data, watchdog);
+        if (!finished && check !== null && watchdog.checkIntervalMs !== every) {
+          // The welcome's ping interval: check at its pace from now on.
+          timers.clearTimeout(check);
+          watch();
+        }
       };
       ws.onclose = (event) => finish(event && typeof event.code === "number" ? event.code : 1006);
       ws.onerror = () => {
