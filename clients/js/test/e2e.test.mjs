@@ -35,14 +35,11 @@ async function withRelay(extra, body) {
   }
 }
 
-/** Collects a client's messages, and checks each arrives once and in seq order as it comes. */
+/** Collects a client's messages, every one as it comes (the checks compare whole lists: a listener's
+ * exception would only be reported by the SDK). */
 function collect(client) {
   const messages = [];
-  client.on("message", (message) => {
-    const last = messages.at(-1);
-    assert.ok(!last || message.seq > last.seq, `seq ${message.seq} after ${last?.seq}`);
-    messages.push(message);
-  });
+  client.on("message", (message) => messages.push(message));
   return messages;
 }
 
