@@ -14,6 +14,11 @@ command -v tsc >/dev/null || { echo "tsc is missing: apt-get install node-typesc
 major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$major" -ge 20 ] || { echo "Node ≥ 20 is needed, found $(node --version)" >&2; exit 2; }
 
+echo "== VERSION in pushrelay.js is the relay's"
+relay_version=$(PUSHRELAY_SERVER_KEYS=check-version-key-0123 "$binary" --version | awk '{print $2}')
+sdk_version=$(sed -n 's/^export const VERSION = "\(.*\)";$/\1/p' pushrelay.js)
+[ "$sdk_version" = "$relay_version" ] || { echo "pushrelay.js says $sdk_version, the relay $relay_version" >&2; exit 1; }
+
 common=(--strict --target es2022 --module es2022 --moduleResolution node)
 echo "== tsc: pushrelay.js as page code (dom)"
 tsc --allowJs --checkJs --noEmit "${common[@]}" --lib es2022,dom pushrelay.js

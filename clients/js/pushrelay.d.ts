@@ -64,8 +64,12 @@ export function base64UrlToBytes(text: string): Uint8Array;
  * Wire protocol: docs/API.md (§ The WebSocket, § REST); this file's behaviour: docs/API.md
  * § The JavaScript client SDK.
  */
-/** The relay release these files came with (see clients/js/README.md). */
-export const VERSION: "0.43.0-dev";
+/**
+ * The relay release these files came with: one number covers the binary, the REST contract and
+ * the SDKs (docs/OPERATIONS.md § Versioning and compatibility); check.sh compares it with
+ * `pushrelay --version`.
+ */
+export const VERSION: "0.2.0";
 /**
  * The last message the app has and the inbox it belongs to.
  * @typedef {{ epoch: string | null, seq: number }} RelayCursor

@@ -15,8 +15,12 @@
  * § The JavaScript client SDK.
  */
 
-/** The relay release these files came with (see clients/js/README.md). */
-export const VERSION = "0.43.0-dev";
+/**
+ * The relay release these files came with: one number covers the binary, the REST contract and
+ * the SDKs (docs/OPERATIONS.md § Versioning and compatibility); check.sh compares it with
+ * `pushrelay --version`.
+ */
+export const VERSION = "0.2.0";
 
 // MARK: Types
 
