@@ -1066,12 +1066,13 @@ export class RelayClient {
        * @param {string} reason
        */
       const abandon = (code, reason) => {
+        if (finished) return;
+        finish(code); // first: what the close fires now or later goes nowhere
         try {
           ws.close(1000, reason);
         } catch {
           // gone already
         }
-        finish(code);
       };
       this.#abandon = abandon;
       const openTimer = timers.setTimeout(() => abandon(1006, "open timed out"), this.#requestTimeoutMs);
@@ -1116,7 +1117,9 @@ export class RelayClient {
       };
       ws.onclose = (event) => finish(event && typeof event.code === "number" ? event.code : 1006);
       ws.onerror = () => {
-        // a close follows
+        // A close follows in browsers; some WebSockets (Node's undici) skip it for a failed
+        // opening, so that ends the attempt here.
+        if (!opened) abandon(1006, "failed to open");
       };
     });
   }

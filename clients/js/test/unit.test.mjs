@@ -246,6 +246,16 @@ describe("RelayClient on a virtual clock", () => {
     assert.notEqual(FakeSocket.last, first);
   });
 
+  test("an error before the opening ends the attempt even without a close event", async () => {
+    const { client } = make();
+    client.connect();
+    await settle();
+    FakeSocket.last.onerror?.({}); // Node's undici fires no close after a refused upgrade
+    await settle();
+    assert.equal(client.state, "waiting");
+    assert.notEqual(FakeSocket.last.closedByClient, null);
+  });
+
   test("a 1008 close asks for a fresh token", async () => {
     const { client, tokens } = make();
     client.connect();
