@@ -5,8 +5,9 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev libssl-dev libpq-dev libnghttp2-dev pkg-config
 # Test-only tools: strace injects fsync errors in the fault tests; curl drives the contract test;
 # headless Chromium and its driver open the operator console; PostgreSQL runs the suite again
-# and the two-node tests (started per run in a temporary directory by Tests/Postgres/pg.sh).
-TEST_PACKAGES := strace curl chromium chromium-driver postgresql
+# and the two-node tests (started per run in a temporary directory by Tests/Postgres/pg.sh);
+# Node and tsc (node-typescript) check and test the JavaScript SDK (clients/js/check.sh).
+TEST_PACKAGES := strace curl chromium chromium-driver postgresql node-typescript
 # Extra packages for benchmarks only.
 BENCH_PACKAGES := wrk nginx-light libnginx-mod-nchan mosquitto redis-server linux-perf gcc
 DEV_ENV := .pushrelay-dev.env
@@ -20,7 +21,7 @@ PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 seleni
 SYNAPSE_VENV := .venv-synapse
 SYNAPSE_PACKAGE := matrix-synapse==1.163.2
 
-.PHONY: deps test-deps build release run test test-end-to-end sanitizers test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
+.PHONY: deps test-deps build release run test test-end-to-end test-js sanitizers test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
 
 ## deps: install the Debian packages building and running need (apt-get update once,
 ## non-interactive install); test-deps: those and what the tests need
@@ -103,6 +104,11 @@ test-end-to-end:
 	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/deadlink_peer.py .build/debug/pushrelay
 	deploy/check-packages.sh .build/debug/pushrelay
+
+## test-js: the JavaScript SDK (clients/js): tsc type checks (page and worker apart), the shipped
+## .d.ts, and node --test (the pure parts, the service worker helper, end to end against the relay)
+test-js: test-deps
+	clients/js/check.sh .build/debug/pushrelay
 
 ## sanitizers: the short fuzz run, then every Swift test under the thread and the address sanitizer
 sanitizers:
