@@ -80,6 +80,7 @@ $(SYNAPSE_VENV)/.installed: Makefile
 test: test-deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks/LoadTool examples/chat/Sources
 	python3 Tests/Docs/links.py
+	python3 Tests/Docs/facts.py
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory -j2 --output-sync=line test-end-to-end sanitizers
 
@@ -103,6 +104,7 @@ test-end-to-end:
 	Tests/Postgres/pg.sh run $(MAKE) --no-print-directory test-postgres
 	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/deadlink_peer.py .build/debug/pushrelay
+	clients/js/check.sh .build/debug/pushrelay
 	deploy/check-packages.sh .build/debug/pushrelay
 
 ## test-js: the JavaScript SDK (clients/js): tsc type checks (page and worker apart), the shipped

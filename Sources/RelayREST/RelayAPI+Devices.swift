@@ -7,7 +7,12 @@ import RelayStore
 
 extension RelayAPI {
     /// The members a device body may have: a typo ("enviroment") is refused, never ignored.
-    static let deviceMembers: Set<String> = ["pushUrl", "apns", "fcm", "webPush", "platform", "contentFree", "matrix"]
+    static let deviceMembers: Set<String> = [
+        "pushUrl", "apns", "fcm", "webPush", "platform", "contentFree", "matrix", "app",
+    ]
+
+    /// The app whose credentials are the top-level push settings.
+    static let defaultApp = "default"
 
     /// `PUT /v1/users/{userId}/devices/{deviceId} {pushUrl | apns | fcm | webPush, platform?,
     /// contentFree?, matrix?}`: registers or updates a push device (201 created, 200 updated;
@@ -22,13 +27,20 @@ extension RelayAPI {
         let deviceId = try request.identifier("deviceId")
         let principal = try auth.requireUser(request, userId: userId)
         let json = try request.jsonBody()
-        let (transport, platform, contentFree, matrix) = try APIError.validating { () throws(ValidationError) in
+        let (transport, platform, contentFree, matrix, app) = try APIError.validating {
+            () throws(ValidationError) in
             let fields = try FieldReader(json)
             try fields.refusingUnknown(Self.deviceMembers)
             return (
                 try PushTransport(device: fields), try fields.optionalString("platform", maxLength: 32),
-                try fields.optionalBool("contentFree"), try Self.matrixPusher(fields.optionalObject("matrix"))
+                try fields.optionalBool("contentFree"), try Self.matrixPusher(fields.optionalObject("matrix")),
+                try fields.optionalString("app", maxLength: 64)
             )
+        }
+        // One app per relay so far (its credentials are the top-level settings): `default`.
+        if let app, app != Self.defaultApp {
+            throw APIError(
+                400, "transport_unavailable", "this relay has no app '\(app)' (its one app is '\(Self.defaultApp)')")
         }
         var keeping: DeviceFields = []
         if case .client(let claims) = principal {

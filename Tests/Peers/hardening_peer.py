@@ -289,6 +289,9 @@ def device_bodies_are_strict(binary):
             status, answer = relay.http("PUT", "/v1/users/ty/devices/phone", body)
             assert status == 400 and answer["error"]["code"] == "invalid_field", (body, answer)
             assert field in answer["error"]["message"], (body, answer)
+        # One app so far: "default" names it, any other is not there.
+        status, answer = relay.http("PUT", "/v1/users/ty/devices/phone", {"apns": {"token": token(40)}, "app": "beta"})
+        assert status == 400 and answer["error"]["code"] == "transport_unavailable", answer
         client = relay.token("ty", "phone")
         status, answer = relay.http("PUT", "/v1/users/ty/devices/phone",
                                     {"apns": {"token": token(40), "topic": "com.other.app"}}, token=client)

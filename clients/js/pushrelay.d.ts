@@ -69,7 +69,7 @@ export function base64UrlToBytes(text: string): Uint8Array;
  * the SDKs (docs/OPERATIONS.md § Versioning and compatibility); check.sh compares it with
  * `pushrelay --version`.
  */
-export const VERSION: "0.2.0";
+export const VERSION: "0.3.0";
 /**
  * The last message the app has and the inbox it belongs to.
  * @typedef {{ epoch: string | null, seq: number }} RelayCursor
@@ -134,6 +134,11 @@ export const VERSION: "0.2.0";
  * @property {((event: any) => void) | null} onerror
  */
 /** @typedef {new (url: string) => WebSocketLike} WebSocketConstructor */
+/**
+ * What a push registration may say besides the token; left out, the relay keeps what the server
+ * registered (`contentFree`, `platform`).
+ * @typedef {{ contentFree?: boolean, platform?: string }} PushOptions
+ */
 /**
  * Time, injectable so that tests run the schedule without waiting for it. `now` is a monotonic
  * clock in milliseconds.
@@ -374,16 +379,14 @@ export class RelayClient {
      * Registers the browser's `PushSubscription` as this device's Web Push transport
      * (`PUT /v1/users/{userId}/devices/{deviceId}` with the client token).
      * @param {PushSubscription | PushSubscriptionJSON} subscription
-     * @param {{ contentFree?: boolean }} [options]
+     * @param {PushOptions} [options]
      */
-    setPushSubscription(subscription: PushSubscription | PushSubscriptionJSON, options?: {
-        contentFree?: boolean | undefined;
-    } | undefined): Promise<void>;
+    setPushSubscription(subscription: PushSubscription | PushSubscriptionJSON, options?: PushOptions | undefined): Promise<void>;
     /**
      * Registers a native push token from React Native: `{ apns: hexToken, topic?, environment? }`
      * or `{ fcm: registrationToken }`.
      * @param {{ apns: string, topic?: string, environment?: "production" | "sandbox" } | { fcm: string }} token
-     * @param {{ contentFree?: boolean }} [options]
+     * @param {PushOptions} [options]
      */
     setPushToken(token: {
         apns: string;
@@ -391,20 +394,16 @@ export class RelayClient {
         environment?: "production" | "sandbox";
     } | {
         fcm: string;
-    }, options?: {
-        contentFree?: boolean | undefined;
-    } | undefined): Promise<void>;
+    }, options?: PushOptions | undefined): Promise<void>;
     /**
      * Web Push in one call: the relay's VAPID key (`GET /v1/webpush/key`), a subscription from
      * `registration.pushManager` (a subscription for another key is replaced), registered as this
      * device's `webPush` transport. Returns the subscription.
      * @param {ServiceWorkerRegistration} registration
-     * @param {{ contentFree?: boolean }} [options]
+     * @param {PushOptions} [options]
      * @returns {Promise<PushSubscription>}
      */
-    enablePush(registration: ServiceWorkerRegistration, options?: {
-        contentFree?: boolean | undefined;
-    } | undefined): Promise<PushSubscription>;
+    enablePush(registration: ServiceWorkerRegistration, options?: PushOptions | undefined): Promise<PushSubscription>;
     /**
      * Logs out: closes the client, withdraws the push subscription `enablePush` made (or the
      * `registration`'s), and forgets the cursor. A client token may not delete its device: the chat
@@ -535,6 +534,14 @@ export type WebSocketLike = {
     onerror: ((event: any) => void) | null;
 };
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
+/**
+ * What a push registration may say besides the token; left out, the relay keeps what the server
+ * registered (`contentFree`, `platform`).
+ */
+export type PushOptions = {
+    contentFree?: boolean;
+    platform?: string;
+};
 /**
  * Time, injectable so that tests run the schedule without waiting for it. `now` is a monotonic
  * clock in milliseconds.

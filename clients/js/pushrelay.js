@@ -20,7 +20,7 @@
  * the SDKs (docs/OPERATIONS.md § Versioning and compatibility); check.sh compares it with
  * `pushrelay --version`.
  */
-export const VERSION = "0.2.0";
+export const VERSION = "0.3.0";
 
 // MARK: Types
 
@@ -97,6 +97,12 @@ export const VERSION = "0.2.0";
  */
 
 /** @typedef {new (url: string) => WebSocketLike} WebSocketConstructor */
+
+/**
+ * What a push registration may say besides the token; left out, the relay keeps what the server
+ * registered (`contentFree`, `platform`).
+ * @typedef {{ contentFree?: boolean, platform?: string }} PushOptions
+ */
 
 /**
  * Time, injectable so that tests run the schedule without waiting for it. `now` is a monotonic
@@ -828,28 +834,31 @@ export class RelayClient {
    * Registers the browser's `PushSubscription` as this device's Web Push transport
    * (`PUT /v1/users/{userId}/devices/{deviceId}` with the client token).
    * @param {PushSubscription | PushSubscriptionJSON} subscription
-   * @param {{ contentFree?: boolean }} [options]
+   * @param {PushOptions} [options]
    */
   async setPushSubscription(subscription, options = {}) {
     const json = "toJSON" in subscription && typeof subscription.toJSON === "function" ? subscription.toJSON() : subscription;
     const { endpoint, keys } = /** @type {PushSubscriptionJSON} */ (json);
-    await this.#putDevice({ webPush: { endpoint, keys }, platform: "web" }, options);
+    await this.#putDevice({ webPush: { endpoint, keys } }, options);
   }
 
   /**
    * Registers a native push token from React Native: `{ apns: hexToken, topic?, environment? }`
    * or `{ fcm: registrationToken }`.
    * @param {{ apns: string, topic?: string, environment?: "production" | "sandbox" } | { fcm: string }} token
-   * @param {{ contentFree?: boolean }} [options]
+   * @param {PushOptions} [options]
    */
   async setPushToken(token, options = {}) {
     if ("apns" in token && typeof token.apns === "string") {
       /** @type {Record<string, string>} */
-      const apns = { token: token.apns, environment: token.environment ?? "production" };
+      const apns = { token: token.apns };
+      // Only what the app named: without an environment the relay tries the sandbox before it
+      // gives a development build's token up.
+      if (token.environment) apns.environment = token.environment;
       if (token.topic) apns.topic = token.topic;
-      await this.#putDevice({ apns, platform: "ios" }, options);
+      await this.#putDevice({ apns }, options);
     } else if ("fcm" in token && typeof token.fcm === "string") {
-      await this.#putDevice({ fcm: { token: token.fcm }, platform: "android" }, options);
+      await this.#putDevice({ fcm: { token: token.fcm } }, options);
     } else {
       throw new TypeError("setPushToken needs { apns } or { fcm }");
     }
@@ -860,7 +869,7 @@ export class RelayClient {
    * `registration.pushManager` (a subscription for another key is replaced), registered as this
    * device's `webPush` transport. Returns the subscription.
    * @param {ServiceWorkerRegistration} registration
-   * @param {{ contentFree?: boolean }} [options]
+   * @param {PushOptions} [options]
    * @returns {Promise<PushSubscription>}
    */
   async enablePush(registration, options = {}) {
@@ -915,12 +924,19 @@ export class RelayClient {
 
   /**
    * @param {Record<string, unknown>} body
-   * @param {{ contentFree?: boolean }} options
+   * @param {PushOptions} options
    */
   async #putDevice(body, options) {
     const deviceId = this.#deviceId;
     if (!deviceId) throw new TypeError("push registration needs the deviceId option");
-    const full = { ...body, contentFree: options.contentFree ?? false, ...(this.#app ? { app: this.#app } : {}) };
+    // Only what the app set: the relay keeps what the server registered for the rest (a client
+    // token's PUT changes what it names).
+    const full = {
+      ...body,
+      ...(options.contentFree !== undefined ? { contentFree: options.contentFree } : {}),
+      ...(options.platform !== undefined ? { platform: options.platform } : {}),
+      ...(this.#app ? { app: this.#app } : {}),
+    };
     const path = `/v1/users/${encodeURIComponent(this.#userId)}/devices/${encodeURIComponent(deviceId)}`;
     for (const forceRefresh of [false, true]) {
       const token = await this.#tokenFor(forceRefresh);
