@@ -32,6 +32,8 @@ package final class RelayAPI: Sendable {
     let startedAt: Timestamp
     /// When each device's push falls due.
     let delivery: DeliveryPolicy
+    /// Which pages may call the client routes from their own origin.
+    let cors: CORSPolicy
     /// `wsAllowedOrigins` in compared form; nil (the default, an empty list) allows every origin.
     let allowedOrigins: Set<String>?
     /// Set when shutdown begins: `/readyz` answers 503 so that balancers stop sending traffic.
@@ -118,6 +120,7 @@ package final class RelayAPI: Sendable {
         allowedOrigins =
             config.wsAllowedOrigins.isEmpty
             ? nil : Set(config.wsAllowedOrigins.map(WebSocketHandshake.normalizedOrigin))
+        cors = CORSPolicy(origins: config.corsAllowedOrigins)
     }
 
     /// The HTTP server's handler: route, run, and turn thrown errors into JSON answers.
@@ -125,9 +128,11 @@ package final class RelayAPI: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         let match = Self.router.match(method: request.method, path: request.path)
         let access = Self.accessRequest(request, match)
-        let reply = Reply(
+        var reply = Reply(
             responder: responder, request: access, started: started, metrics: metrics,
             logger: logger.with("request.id", request.id).with("route", access.route), accessLog: config.accessLog)
+        if request.method == "OPTIONS", let answer = preflight(request) { return reply.send(answer) }
+        reply.headers = cors.headers(origin: request.header("Origin"), method: request.method, route: Self.route(match))
         switch match {
         case .found(let handler, _, let parameters):
             var routed = request
@@ -145,6 +150,19 @@ package final class RelayAPI: Sendable {
         case .notFound:
             reply.send(APIError.notFound("no such endpoint: \(request.method) \(request.path)"))
         }
+    }
+
+    /// A page's CORS preflight for a route it may call, answered; nil for any other `OPTIONS`.
+    private func preflight(_ request: HTTPRequest) -> HTTPResponse? {
+        let method = request.header("Access-Control-Request-Method")
+        let route = method.map { Self.route(Self.router.match(method: $0, path: request.path)) } ?? nil
+        return cors.preflight(origin: request.header("Origin"), requestedMethod: method, route: route)
+    }
+
+    /// The route template a match found, if any.
+    static func route(_ match: Router<Handler>.Match) -> String? {
+        if case .found(_, let pattern, _) = match { return pattern }
+        return nil
     }
 
     /// Sees the head of every request that declares a body: without a valid credential it is
@@ -167,9 +185,13 @@ package final class RelayAPI: Sendable {
             _ = try auth.verify(credential: Authenticator.bearer(request))
             return nil
         } catch {
-            let access = Self.accessRequest(request, Self.router.match(method: request.method, path: request.path))
+            let match = Self.router.match(method: request.method, path: request.path)
+            let access = Self.accessRequest(request, match)
             metrics.recordRequest(method: request.method, route: access.route, status: error.status, seconds: 0)
-            let response = error.response
+            var response = error.response
+            // A page must be able to read its 401 to tell a refused token from a network error.
+            response.headers += cors.headers(
+                origin: request.header("Origin"), method: request.method, route: Self.route(match))
             if config.accessLog {
                 AccessLog.write(
                     access, response: response, seconds: 0,
@@ -187,10 +209,9 @@ package final class RelayAPI: Sendable {
 
     /// What the access log and the metrics say about a request: its route template or `unmatched`.
     static func accessRequest(_ request: HTTPRequest, _ match: Router<Handler>.Match) -> AccessLog.Request {
-        var route = "unmatched"
-        if case .found(_, let pattern, _) = match { route = pattern }
-        return AccessLog.Request(
-            method: request.method, route: route, path: request.path, client: request.remoteAddress)
+        AccessLog.Request(
+            method: request.method, route: route(match) ?? "unmatched", path: request.path,
+            client: request.remoteAddress)
     }
 
     /// Completion for store writes: answers 503 on a store failure, else runs `body`.

@@ -12,10 +12,14 @@ package struct Reply: Sendable {
     /// Carries `request.id` and `route`.
     let logger: Logger
     let accessLog: Bool
+    /// Headers every answer to this request carries (CORS, for a page's request).
+    var headers: [(name: String, value: String)] = []
 
     var route: String { request.route }
 
     func send(_ response: HTTPResponse) {
+        var response = response
+        response.headers += headers
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         metrics.recordRequest(method: request.method, route: request.route, status: response.status, seconds: seconds)
         if accessLog || response.status >= 500 {

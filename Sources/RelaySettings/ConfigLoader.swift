@@ -198,6 +198,7 @@ package enum ConfigLoader {
         optionalString("vapidSubject", \.vapidSubject),
         integer("wsMaxQueuedBytes", \.wsMaxQueuedBytes, 4096...1_073_741_824),
         list("wsAllowedOrigins", \.wsAllowedOrigins),
+        list("corsAllowedOrigins", \.corsAllowedOrigins),
     ]
 
     /// Loads the configuration.

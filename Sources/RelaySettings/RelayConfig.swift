@@ -94,6 +94,9 @@ package struct RelayConfig: Sendable, Equatable {
     package var wsMaxQueuedBytes = 4 << 20
     /// Browser origins allowed to open a WebSocket; empty allows every origin (native apps send none).
     package var wsAllowedOrigins: [String] = []
+    /// Web pages' origins allowed to call the client routes over CORS (exact origins, compared
+    /// like `wsAllowedOrigins`); empty (the default): no CORS header at all.
+    package var corsAllowedOrigins: [String] = []
     /// Requests per second allowed per server key (token bucket; burst 2×); 0 for no limit.
     package var rateLimitServerPerS = 50_000
     /// Requests per second allowed per client user (token bucket; burst 3×); 0 for no limit.
