@@ -285,6 +285,8 @@ package final class PushNotifier: Sendable {
                 resends: resent, rejection: rejection ?? .deviceGone, random: { Double.random(in: 0...1) })
             resends.withLock { resends in
                 if case .requeue = decision.verdict {
+                    // (Bounded: a device deleted between its refusals would stay in it.)
+                    if resends.count >= Self.maxResendsTracked { resends.removeAll() }
                     resends[batch.deviceKey] = resent + 1
                 } else {
                     resends[batch.deviceKey] = nil
@@ -313,6 +315,9 @@ package final class PushNotifier: Sendable {
             "push service refused the relay's credentials or configuration", ("route", "\(route)"), ("error", reason),
             ("suppressed", String(suppressed)))
     }
+
+    /// Devices whose refused pushes are counted at most (`resends`).
+    static let maxResendsTracked = 100_000
 
     /// At most one credentials line per route in this time.
     static let credentialLineIntervalMs: Int64 = 60_000
