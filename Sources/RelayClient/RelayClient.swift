@@ -170,11 +170,12 @@ public actor RelayClient {
     /// Registers the OS's push token as this device's transport (`PUT
     /// /v1/users/{userId}/devices/{deviceId}` with the client token): call it whenever the OS
     /// hands one over, e.g. from `didRegisterForRemoteNotificationsWithDeviceToken`. The token's
-    /// `did` must be this device; `contentFree` asks for pushes without the message text.
-    public func setPushToken(_ token: PushToken, deviceId: String? = nil, contentFree: Bool = false) async throws {
+    /// `did` must be this device; `contentFree` asks for pushes without the message text. Only
+    /// what is named is sent: left nil, `contentFree` keeps what the server registered.
+    public func setPushToken(_ token: PushToken, deviceId: String? = nil, contentFree: Bool? = nil) async throws {
         guard let deviceId = deviceId ?? configuration.deviceId else { throw PushTokenError.noDeviceId }
         var body = token.body
-        body["contentFree"] = contentFree
+        if let contentFree { body["contentFree"] = contentFree }
         for refresh in [false, true] {
             guard let credential = try? await configuration.tokenProvider(refresh) else {
                 throw PushTokenError.unreachable

@@ -48,7 +48,7 @@ package enum ConsolePage {
           <section class="grid">
             <div class="panel">
               <h2>Receivers paused by their breaker</h2>
-              <table><thead><tr><th>host</th><th>state</th><th>until</th></tr></thead><tbody id="breakers"></tbody></table>
+              <table><thead><tr><th>route</th><th>state</th><th>until</th></tr></thead><tbody id="breakers"></tbody></table>
             </div>
             <div class="panel">
               <h2>Online users</h2>

@@ -123,7 +123,8 @@ package enum ConsoleScript {
           }
 
           function renderBreakers(breakers) {
-            const rows = breakers.map((b) => row([b.host, b.state, b.until ? time(b.until) : "—"]));
+            const rows = breakers.map((b) =>
+              row([[b.transport, b.credential, b.host].filter(Boolean).join(" "), b.state, b.until ? time(b.until) : "—"]));
             $("breakers").replaceChildren(...(rows.length ? rows : [row(["none", "", ""], "muted")]));
           }
 

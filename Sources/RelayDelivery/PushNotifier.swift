@@ -271,7 +271,7 @@ package final class PushNotifier: Sendable {
         }
         provider.send(batch, to: target.transport, at: started) { [self] outcome in
             releaseHostSlot(route)
-            let rejection = rejectedTokens.withLock { $0.answered(outcome, on: route) }
+            let rejection = rejectedTokens.withLock { $0.answered(outcome, on: route, device: batch.deviceKey) }
             switch (outcome, rejection) {
             case (.misconfigured(let reason), _), (.tokenRejected(let reason), .misconfigured?):
                 // No device is at fault and none is touched: the operator must act.
@@ -456,12 +456,12 @@ package final class PushNotifier: Sendable {
     }
 
     /// Metrics, events and log lines of an outcome the store recorded (or failed to).
-    private func settled(_ outcome: Finished, _ stored: Result<Set<String>, StoreError>) {
+    private func settled(_ outcome: Finished, _ stored: Result<[String: GoneDecision], StoreError>) {
         let batch = outcome.batch
         var logger: Logger { self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId) }
-        let disabled: Set<String>
+        let gone: [String: GoneDecision]
         switch stored {
-        case .success(let devices): disabled = devices
+        case .success(let decisions): gone = decisions
         case .failure(let error):
             logThrottled { logger.error("cannot record push outcome", ("error", "\(error)"), ("suppressed", $0)) }
             return
@@ -485,12 +485,19 @@ package final class PushNotifier: Sendable {
             logThrottled { logger.warning("push dead-lettered", ("error", error), ("suppressed", $0)) }
             events.emit(.push(type: .pushFailed, batch, error: error, at: outcome.at))
         case .deviceGone(let reason, _):
-            // (Not when the answer was about a token the device has replaced since.)
-            guard disabled.contains(batch.deviceKey) else {
-                return logger.info("push answered for a token the device no longer has", ("error", reason))
+            switch gone[batch.deviceKey] {
+            case .disable?, nil:
+                metrics.recordPush(.deviceGone, seconds: seconds)
+                events.emit(.push(type: .deviceDisabled, batch, error: reason, at: outcome.at))
+            case .resend?:
+                // The device has another token now: its jobs went back to the queue for it.
+                metrics.recordPush(.requeued, seconds: nil)
+                logger.info("push answered for a token the device no longer has", ("error", reason))
+            case .drop(let error)?:
+                metrics.recordPush(.dead, seconds: seconds)
+                logThrottled { logger.warning("push dead-lettered", ("error", error), ("suppressed", $0)) }
+                events.emit(.push(type: .pushFailed, batch, error: error, at: outcome.at))
             }
-            metrics.recordPush(.deviceGone, seconds: seconds)
-            events.emit(.push(type: .deviceDisabled, batch, error: reason, at: outcome.at))
         }
     }
 }

@@ -51,9 +51,6 @@ extension RelayAPI {
                 throw .forbidden(
                     "a client token may register an 'apns', 'fcm' or 'webPush' token, not a 'pushUrl' or 'matrix'")
             }
-            if case .apns(let device) = transport, let topic = device.topic, topic != config.apnsTopic {
-                throw .forbidden("a client token may name no 'apns.topic' but the relay's apnsTopic")
-            }
             keeping = [.matrix]
             if platform == nil { keeping.insert(.platform) }
             if contentFree == nil { keeping.insert(.contentFree) }
@@ -73,6 +70,11 @@ extension RelayAPI {
                             + "(default: any public host on port 443)"
                         : "the push URL's host or port is not allowed; add 'host:port' to PUSHRELAY_PUSH_ALLOWED_HOSTS")
             }
+        }
+        if case .client = principal, case .apns(let device) = transport, let topic = device.topic,
+            topic != config.apnsTopic
+        {
+            throw .forbidden("a client token may name no 'apns.topic' but the relay's apnsTopic")
         }
         if case .webPush(let subscription) = transport, !P256Key.isPublicPoint(subscription.p256dh) {
             throw .validation(

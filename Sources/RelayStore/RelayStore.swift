@@ -66,12 +66,12 @@ package protocol RelayStore: Sendable {
     func pushBatches(
         now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
     ) throws(StoreError) -> [PushBatch]
-    /// Records how delivery attempts ended (one write for all of them); the completion gets the
-    /// keys of the devices it disabled (a "gone" answer about a token the device no longer has
-    /// disables nothing: `DeliveryPolicy.gone`).
+    /// Records how delivery attempts ended (one write for all of them); the completion gets what
+    /// each "gone" answer did to its device, by device key (`DeliveryPolicy.gone`: one about a
+    /// token the device no longer has disables nothing).
     func finish(
         _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
-        completion: @escaping @Sendable (Result<Set<String>, StoreError>) -> Void)
+        completion: @escaping @Sendable (Result<[String: GoneDecision], StoreError>) -> Void)
     /// Push jobs in `state`, newest first (the dead-letter view).
     func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
     /// Re-queues a dead job with a fresh attempt budget.

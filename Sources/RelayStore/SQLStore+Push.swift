@@ -175,25 +175,27 @@ extension SQLStore {
     /// statement, each other outcome by itself (they are the few).
     package func finish(
         _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
-        completion: @escaping @Sendable (Result<Set<String>, StoreError>) -> Void
+        completion: @escaping @Sendable (Result<[String: GoneDecision], StoreError>) -> Void
     ) {
         writer.submit(
             { db throws(DatabaseError) in
                 let time = now.milliseconds
                 var delivered: [Int64] = []
-                var disabled: Set<String> = []
+                var gone: [String: GoneDecision] = [:]
                 for (batch, result) in outcomes {
                     if case .delivered = result {
                         delivered += batch.jobIds
                     } else {
                         for id in batch.jobIds { try Self.record(result, job: id, db, now: time) }
                     }
-                    if try Self.recordEntries(of: batch, result, db, now: time) { disabled.insert(batch.deviceKey) }
+                    if let decision = try Self.recordEntries(of: batch, result, db, now: time) {
+                        gone[batch.deviceKey] = decision
+                    }
                 }
                 if !delivered.isEmpty {
                     try db.run(Self.deliveredSQL(db.dialect), [.int(time), db.dialect.idList(delivered)])
                 }
-                return disabled
+                return gone
             }, completion: completion)
     }
 
@@ -264,11 +266,11 @@ extension SQLStore {
         WHERE user_id = ? AND seq BETWEEN ? AND ? AND \(DeliveryState.any("state", of: .stored, .live))
         """
 
-    /// What an outcome means for the batch's inbox entries and its device; whether it disabled
-    /// the device.
+    /// What an outcome means for the batch's inbox entries and its device; for a "gone" answer,
+    /// what it did to the device.
     private static func recordEntries(
         of batch: PushBatch, _ result: DeliveryPolicy.Verdict, _ db: SQLWrite, now time: Int64
-    ) throws(DatabaseError) -> Bool {
+    ) throws(DatabaseError) -> GoneDecision? {
         switch result {
         case .delivered where batch.kind == .message:
             try db.run(Self.entriesPushedSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
@@ -280,7 +282,8 @@ extension SQLStore {
                 "SELECT transport, updated_at FROM devices WHERE user_id = ? AND device_id = ? AND active = 1",
                 [.text(batch.userId), .text(batch.deviceId)]
             ) { current = ($0.text(0), $0.int64(1)) }
-            switch DeliveryPolicy.gone(sentTo: batch.target, since: since, device: current) {
+            let decision = DeliveryPolicy.gone(sentTo: batch.target, since: since, device: current)
+            switch decision {
             case .disable:
                 try db.run(
                     """
@@ -289,7 +292,6 @@ extension SQLStore {
                     """, [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId), .text(batch.target)])
                 db.prefetched.devices[batch.userId] = nil
                 try Self.cancel(db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
-                return true
             case .resend:
                 for id in batch.jobIds { try Self.record(.requeue(reason: reason, at: time), job: id, db, now: time) }
             case .drop(let error):
@@ -298,10 +300,11 @@ extension SQLStore {
                     try db.run(Self.entriesDeadSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
                 }
             }
+            return decision
         default:
             break
         }
-        return false
+        return nil
     }
 
     package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {

@@ -161,6 +161,11 @@ def a_late_410_acts_only_on_its_token(binary):
                                     for d in deliveries(relay, "lia")), 20), deliveries(relay, "lia")
         tablet = devices(relay, "lia")["tablet"]
         assert tablet["state"] == "active", tablet
+        # The push itself is a dead letter like any other: push.failed, not device.disabled.
+        failed = lambda: [e for e in events.bodies()  # noqa: E731
+                          if e.get("type") == "push.failed" and e["data"]["deviceId"] == "tablet"]
+        assert wait_for(failed, 20), events.bodies()
+        assert not [e for e in events.bodies() if e.get("type") == "device.disabled"], events.bodies()
         return "new token pushed, device active, no device.disabled; a token registered after Apple's timestamp kept"
     finally:
         relay.stop()

@@ -58,12 +58,19 @@ import Testing
         let apnsOnly = try PushCredentials(in: directory).environment.filter { $0.key.hasPrefix("PUSHRELAY_APNS") }
         let relay = try RelayProcess(environment: apnsOnly)
         let client = client(relay, user: "ann", device: "iphone")
+        // The chat server registered the device content-free, for iOS: the app's own token keeps that.
+        let registered = try await relay.request(
+            "PUT", "/v1/users/ann/devices/iphone",
+            json: ["apns": ["token": String(repeating: "0", count: 64)], "contentFree": true, "platform": "ios"])
+        #expect(registered.status == 201, "\(registered.text)")
         let deviceToken = Data((0..<32).map { UInt8($0 * 7 & 0xFF) })
         try await client.setPushToken(.apns(deviceToken: deviceToken, environment: .sandbox))
         let devices = try await relay.request("GET", "/v1/users/ann/devices").object["devices"] as? [[String: Any]]
         let apns = devices?.first?["apns"] as? [String: Any]
         #expect(apns?["token"] as? String == deviceToken.map { String(format: "%02x", $0) }.joined())
         #expect(apns?["environment"] as? String == "sandbox")
+        #expect(devices?.first?["contentFree"] as? Bool == true)
+        #expect(devices?.first?["platform"] as? String == "ios")
         await #expect(throws: PushTokenError.refused(status: 400, code: "transport_unavailable")) {
             try await client.setPushToken(.fcm("abc:APA91b"))
         }

@@ -59,20 +59,24 @@ import WebSocketCodec
         let browsers = PushRoute(.webPush, host: "fcm.googleapis.com:443")
         var tokens = RejectedTokens()
         let rejected = DeliveryOutcome.tokenRejected(reason: "APNs: BadDeviceToken")
-        #expect(tokens.answered(rejected, on: route) == .unconfirmed)
-        #expect(tokens.answered(.delivered, on: route) == nil)
-        #expect(tokens.answered(rejected, on: route) == .deviceGone)
+        #expect(tokens.answered(rejected, on: route, device: "d0") == .unconfirmed)
+        #expect(tokens.answered(.delivered, on: route, device: "d1") == nil)
+        #expect(tokens.answered(rejected, on: route, device: "d0") == .deviceGone)
         // Another topic has delivered nothing: its rejections are not yet trusted.
-        #expect(tokens.rejected(on: other) == .unconfirmed)
-        // A run with no delivery between: the configuration's, even on a route that worked.
-        for _ in 2..<RejectedTokens.runThatMeansConfiguration { _ = tokens.rejected(on: route) }
-        #expect(tokens.rejected(on: route) == .misconfigured)
+        #expect(tokens.rejected(on: other, device: "d0") == .unconfirmed)
+        // One device's retries are not a run.
+        for _ in 0..<(2 * RejectedTokens.runThatMeansConfiguration) {
+            #expect(tokens.rejected(on: route, device: "d0") == .deviceGone)
+        }
+        // A run of devices with no delivery between: the configuration's, even on a route that worked.
+        for n in 2..<RejectedTokens.runThatMeansConfiguration { _ = tokens.rejected(on: route, device: "d\(n)") }
+        #expect(tokens.rejected(on: route, device: "d1") == .misconfigured)
         // A delivery ends the run.
         tokens.delivered(on: route)
-        #expect(tokens.rejected(on: route) == .deviceGone)
+        #expect(tokens.rejected(on: route, device: "d1") == .deviceGone)
         // Browsers' subscriptions: never the configuration, however many.
-        for _ in 0..<(2 * RejectedTokens.runThatMeansConfiguration) {
-            #expect(tokens.rejected(on: browsers) == .unconfirmed)
+        for n in 0..<(2 * RejectedTokens.runThatMeansConfiguration) {
+            #expect(tokens.rejected(on: browsers, device: "b\(n)") == .unconfirmed)
         }
     }
 

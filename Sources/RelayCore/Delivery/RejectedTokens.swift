@@ -10,8 +10,9 @@
 /// Pure: the notifier keeps one, feeds it every answer of its route, and asks it what a
 /// `DeliveryOutcome.tokenRejected` means.
 package struct RejectedTokens: Sendable {
-    /// Rejections in a row on one route (no delivery between them) that make it the
-    /// configuration's fault rather than the devices'.
+    /// Devices rejected in a row on one route (no delivery between them) that make it the
+    /// configuration's fault rather than the devices'. Devices, not answers: one device's
+    /// retries must not make a run.
     package static let runThatMeansConfiguration = 10
 
     /// What a rejection means.
@@ -26,7 +27,8 @@ package struct RejectedTokens: Sendable {
     }
 
     private var delivering: Set<PushRoute> = []
-    private var runs: [PushRoute: Int] = [:]
+    /// The devices rejected on each route since its last delivery.
+    private var runs: [PushRoute: Set<String>] = [:]
 
     package init() {}
 
@@ -36,23 +38,24 @@ package struct RejectedTokens: Sendable {
         runs[route] = nil
     }
 
-    /// A push on `route` was answered `tokenRejected`. A Web Push route is never the
-    /// configuration's: its subscriptions come from browsers, and any client can register ones
-    /// that a service refuses (one subscription's refusal is that subscription's alone).
-    package mutating func rejected(on route: PushRoute) -> Judgement {
-        let run = runs[route, default: 0] + 1
-        runs[route] = run
-        if run >= Self.runThatMeansConfiguration, route.credential != nil { return .misconfigured }
+    /// A push to `device` (its key) on `route` was answered `tokenRejected`. A Web Push route is
+    /// never the configuration's: its subscriptions come from browsers, and any client can
+    /// register ones that a service refuses (one subscription's refusal is that one's alone).
+    package mutating func rejected(on route: PushRoute, device: String) -> Judgement {
+        runs[route, default: []].insert(device)
+        if route.credential != nil, runs[route, default: []].count >= Self.runThatMeansConfiguration {
+            return .misconfigured
+        }
         return delivering.contains(route) ? .deviceGone : .unconfirmed
     }
 
-    /// Feeds the answer of a push on `route` in; for a rejection, what it means.
-    package mutating func answered(_ outcome: DeliveryOutcome, on route: PushRoute) -> Judgement? {
+    /// Feeds the answer of a push to `device` on `route` in; for a rejection, what it means.
+    package mutating func answered(_ outcome: DeliveryOutcome, on route: PushRoute, device: String) -> Judgement? {
         switch outcome {
         case .delivered:
             delivered(on: route)
             return nil
-        case .tokenRejected: return rejected(on: route)
+        case .tokenRejected: return rejected(on: route, device: device)
         default: return nil
         }
     }
