@@ -3,10 +3,9 @@
 // would inject theirs. Text and binary frames, fragmentation, ping → pong, the close handshake;
 // `ws:` only (the tests talk to 127.0.0.1).
 //
-// Why not Node's own WebSocket (`--experimental-websocket`, undici): the relay answers the upgrade
-// with `Connection: Upgrade, Upgrade` (libmicrohttpd adds the header the relay also sets), and
-// undici requires the value to be exactly `Upgrade`. Browsers (Chromium) read the header as a
-// token list, as this client does; see the `todo` test in e2e.test.mjs.
+// Why not Node's own WebSocket (`--experimental-websocket`, undici): this one is injected, the
+// path React Native takes. (The relay used to answer the upgrade with `Connection: Upgrade,
+// Upgrade`, which undici refused; it now sends `Upgrade` once, and e2e.test.mjs runs undici too.)
 import { createHash, randomBytes } from "node:crypto";
 import { connect } from "node:net";
 
