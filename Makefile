@@ -100,6 +100,7 @@ test-end-to-end:
 	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/browser_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/matrix_peer.py .build/debug/pushrelay $(SYNAPSE_VENV)
 	Tests/Postgres/pg.sh run $(MAKE) --no-print-directory test-postgres
 	Tests/SDKApp/check.sh .build/debug/pushrelay

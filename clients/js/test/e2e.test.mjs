@@ -8,7 +8,7 @@ import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { RelayAuthError, RelayClient, RelayRequestError, memoryCursorStore } from "../pushrelay.js";
+import { RelayAuthError, RelayClient, RelayRequestError, asyncStorageCursorStore, memoryCursorStore } from "../pushrelay.js";
 import { NodeWebSocket } from "./nodews.mjs";
 import { Relay, WAIT_MS, relayBinary, waitFor, withTimeout } from "./relay.mjs";
 
@@ -354,6 +354,63 @@ test("push registration: enablePush with the relay's VAPID key; a missing servic
     });
     await client.logout();
     assert.deepEqual(subscribed.at(-1), "unsubscribed");
+  }).finally(() => rmSync(dir, { recursive: true, force: true }));
+});
+
+test("React Native's parts: an AsyncStorage-like cursor resumes a restarted app; APNs and FCM tokens register", { timeout: TEST_TIMEOUT }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "pushrelay-js-native-"));
+  const apnsKey = join(dir, "AuthKey.p8");
+  writeFileSync(apnsKey, generateKeyPairSync("ec", { namedCurve: "prime256v1" }).privateKey.export({ type: "pkcs8", format: "pem" }));
+  const fcmAccount = join(dir, "service-account.json");
+  writeFileSync(fcmAccount, JSON.stringify({
+    type: "service_account", project_id: "pushrelay-test", private_key_id: "k1", token_uri: "https://127.0.0.1:9/token",
+    client_email: "pushrelay@pushrelay-test.iam.gserviceaccount.com",
+    private_key: generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }),
+  }));
+  const credentials = ["--apns-key-file", apnsKey, "--apns-key-id", "ABCDE12345", "--apns-team-id", "TEAM123456",
+    "--apns-topic", "com.example.chat", "--fcm-service-account-file", fcmAccount];
+  await withRelay(credentials, async (relay, makeClient) => {
+    // AsyncStorage's shape: every method returns a promise.
+    const saved = new Map();
+    const AsyncStorage = {
+      getItem: async (key) => saved.get(key) ?? null,
+      setItem: async (key, value) => void saved.set(key, value),
+      removeItem: async (key) => void saved.delete(key),
+    };
+    const app = () => makeClient({
+      userId: "rita", deviceId: "phone", getToken: () => relay.token("rita", "phone"),
+      cursorStore: asyncStorageCursorStore(AsyncStorage, "pushrelay:rita:phone"),
+    });
+    await relay.post("n1", "rita");
+    await relay.post("n2", "rita");
+    const first = app();
+    const before = collect(first);
+    await withTimeout(first.connect(), WAIT_MS, "connect()");
+    assert.deepEqual(ids(before), ["n1", "n2"]);
+    await first.close();
+    await relay.post("n3", "rita");
+    const restarted = app(); // the app was killed and launched again: the cursor is in AsyncStorage
+    const after = collect(restarted);
+    await withTimeout(restarted.connect(), WAIT_MS, "connect() after the restart");
+    assert.deepEqual(ids(after), ["n3"]);
+
+    // Push tokens as a React Native push library hands them over (a hex APNs token, an FCM token).
+    const apns = "a1".repeat(32);
+    await restarted.setPushToken({ apns, topic: "com.example.chat", environment: "sandbox" });
+    let { body } = await relay.http("GET", "/v1/users/rita/devices");
+    assert.deepEqual(body.devices.map((d) => [d.deviceId, d.transport, d.apns]),
+      [["phone", "apns", { token: apns, topic: "com.example.chat", environment: "sandbox" }]]);
+    const tablet = makeClient({ userId: "rita", deviceId: "tablet", getToken: () => relay.token("rita", "tablet") });
+    await tablet.setPushToken({ fcm: "fcm-registration-token-1" });
+    ({ body } = await relay.http("GET", "/v1/users/rita/devices"));
+    assert.deepEqual(body.devices.find((d) => d.deviceId === "tablet").fcm, { token: "fcm-registration-token-1" });
+    // A client token may not name another topic than the relay's apnsTopic.
+    await assert.rejects(restarted.setPushToken({ apns, topic: "com.example.other" }), (error) => {
+      assert.ok(error instanceof RelayRequestError);
+      assert.equal(error.status, 403);
+      assert.equal(error.code, "forbidden");
+      return true;
+    });
   }).finally(() => rmSync(dir, { recursive: true, force: true }));
 });
 

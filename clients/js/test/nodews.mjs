@@ -3,9 +3,9 @@
 // would inject theirs. Text and binary frames, fragmentation, ping → pong, the close handshake;
 // `ws:` only (the tests talk to 127.0.0.1).
 //
-// Why not Node's own WebSocket (`--experimental-websocket`, undici) everywhere: it is experimental
-// in Node 20, and this client lets the tests see and break every frame. Undici runs against the
-// relay in one test of e2e.test.mjs (it once refused the relay's `Connection: Upgrade, Upgrade`).
+// Why not Node's own WebSocket (`--experimental-websocket`, undici): this one is injected, the
+// path React Native takes. (The relay used to answer the upgrade with `Connection: Upgrade,
+// Upgrade`, which undici refused; it now sends `Upgrade` once, and e2e.test.mjs runs undici too.)
 import { createHash, randomBytes } from "node:crypto";
 import { connect } from "node:net";
 
