@@ -503,7 +503,7 @@ def breaker(binary, receiver):
         # With it: the first concurrent round (at most 20) and a probe or two.
         assert attempts <= 40, attempts
         metrics = urllib.request.urlopen(relay.base + "/metrics").read().decode()
-        assert f'pushrelay_push_breaker_open{{host="127.0.0.1:{bad.server_address[1]}"}} 1' in metrics, metrics
+        assert f'pushrelay_push_breaker_open{{transport="webhook",credential="",host="127.0.0.1:{bad.server_address[1]}"}} 1' in metrics, metrics
     finally:
         relay.stop()
         bad.shutdown()
@@ -526,14 +526,14 @@ def expiring_jobs_keep_the_breaker_open(binary, receiver):
             relay.device(bad, f"bad{n}", "phone")
         for n in range(5):
             relay.post(f"fail-{n}", [f"bad{n}"])
-        assert wait_for(lambda: scrape(f'pushrelay_push_breaker_open{{host="{host}"}}') == 1), "breaker not open"
+        assert wait_for(lambda: scrape(f'pushrelay_push_breaker_open{{transport="webhook",credential="",host="{host}"}}') == 1), "breaker not open"
         # Twenty jobs with a one-second TTL wait for the host and expire: dead letters, and the host
         # was not judged by them (they used to count as successes and closed the breaker).
         for n in range(5, 25):
             relay.post(f"expire-{n}", [f"bad{n}"], ttl=1)
         dead = 'pushrelay_push_attempts_total{outcome="dead"}'
         assert wait_for(lambda: scrape(dead) >= 20), scrape(dead)
-        assert scrape(f'pushrelay_push_breaker_open{{host="{host}"}}') == 1, "expiring jobs closed the breaker"
+        assert scrape(f'pushrelay_push_breaker_open{{transport="webhook",credential="",host="{host}"}}') == 1, "expiring jobs closed the breaker"
         attempts = sum(len(bad.received(f"/bad{n}/phone")) for n in range(25))
         # The five failures and a probe per reopening (after 1 s, 2 s, 4 s, …; a slow run sees one
         # more); sent to the paused host, the twenty expiring jobs would make 25.
