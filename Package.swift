@@ -110,8 +110,7 @@ let package = Package(
         .target(
             name: "RelayLive",
             dependencies: [
-                "RelayCore", "RelayStore", "RelayDelivery", "RelayHTTP", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec",
-                "RelayLocks",
+                "RelayCore", "RelayStore", "RelayHTTP", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "RelayLocks",
             ],
             swiftSettings: swiftSettings),
         /// The REST API: routes, authentication, rate limits, validation, the calls into the store.

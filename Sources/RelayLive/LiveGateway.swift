@@ -1,5 +1,4 @@
 package import RelayCore
-import RelayDelivery
 package import RelayHTTP
 package import RelayStore
 package import RelayTelemetry

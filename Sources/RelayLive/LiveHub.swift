@@ -1,5 +1,4 @@
 package import RelayCore
-package import RelayDelivery
 package import RelayLocks
 package import RelayStore
 package import RelayTelemetry

@@ -1,5 +1,4 @@
 package import RelayCore
-package import RelayDelivery
 import RelayLocks
 package import RelayTelemetry
 
