@@ -21,7 +21,7 @@ PY_PACKAGES := websockets==17.4 schemathesis==4.32.5 cryptography==50.0.2 seleni
 SYNAPSE_VENV := .venv-synapse
 SYNAPSE_PACKAGE := matrix-synapse==1.163.2
 
-.PHONY: deps test-deps build release run test test-end-to-end test-js sanitizers test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
+.PHONY: deps test-deps build release run test test-end-to-end test-js test-clients sanitizers-and-clients sanitizers test-postgres bench clean lint fuzz fuzz-smoke fuzz-api tsan asan screenshot
 
 ## deps: install the Debian packages building and running need (apt-get update once,
 ## non-interactive install); test-deps: those and what the tests need
@@ -82,7 +82,7 @@ test: test-deps $(VENV)/.installed $(SYNAPSE_VENV)/.installed
 	python3 Tests/Docs/links.py
 	python3 Tests/Docs/facts.py
 	$(SWIFT) build --build-tests
-	$(MAKE) --no-print-directory -j2 --output-sync=line test-end-to-end sanitizers
+	$(MAKE) --no-print-directory -j2 --output-sync=line test-end-to-end sanitizers-and-clients
 
 ## test-end-to-end: the Swift tests and every peer, on SQLite then PostgreSQL (after `swift build --build-tests`)
 test-end-to-end:
@@ -90,7 +90,6 @@ test-end-to-end:
 	$(VENV)/bin/python Tests/Peers/pushdoubles_selftest.py
 	$(VENV)/bin/python Tests/Peers/webpush_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/pushservices_peer.py .build/debug/pushrelay
-	$(VENV)/bin/python Tests/Peers/hardening_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	Tests/Peers/contract.sh .build/debug/pushrelay 15
@@ -100,18 +99,29 @@ test-end-to-end:
 	$(VENV)/bin/python Tests/Peers/example_receiver.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/tls_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/console_peer.py .build/debug/pushrelay
-	$(VENV)/bin/python Tests/Peers/browser_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/matrix_peer.py .build/debug/pushrelay $(SYNAPSE_VENV)
 	Tests/Postgres/pg.sh run $(MAKE) --no-print-directory test-postgres
 	Tests/SDKApp/check.sh .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/deadlink_peer.py .build/debug/pushrelay
-	clients/js/check.sh .build/debug/pushrelay
 	deploy/check-packages.sh .build/debug/pushrelay
 
 ## test-js: the JavaScript SDK (clients/js): tsc type checks (page and worker apart), the shipped
 ## .d.ts, and node --test (the pure parts, the service worker helper, end to end against the relay)
 test-js: test-deps
 	clients/js/check.sh .build/debug/pushrelay
+
+## sanitizers-and-clients: the second half of `make test`, beside test-end-to-end (the halves take
+## about as long): the sanitizers, then the clients and the hardening peer on the debug binary
+sanitizers-and-clients:
+	$(MAKE) --no-print-directory sanitizers
+	$(MAKE) --no-print-directory test-clients
+
+## test-clients: the JavaScript SDK (clients/js/check.sh), the web example in headless Chromium,
+## and the push services' hardening checks (after `swift build --build-tests`)
+test-clients:
+	clients/js/check.sh .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/browser_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/hardening_peer.py .build/debug/pushrelay
 
 ## sanitizers: the short fuzz run, then every Swift test under the thread and the address sanitizer
 sanitizers:

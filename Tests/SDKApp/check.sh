@@ -95,7 +95,8 @@ done
 touch "$TMP/alice.done"
 for _ in $(seq 600); do grep -q "alice: hello bob" "$TMP/bob.out" && grep -q "(alice is typing…)" "$TMP/bob.out" && break; sleep 0.1; done
 cat "$TMP/bob.out"
-grep -q "alice: hello bob" "$TMP/bob.out" || { echo "FAILED: bob did not get alice's message"; exit 1; }
-grep -q "(alice is typing…)" "$TMP/bob.out" || { echo "FAILED: bob did not see alice typing"; exit 1; }
+why() { echo "FAILED: $1"; echo "--- alice:"; cat "$TMP/alice.out"; echo "--- relay:"; tail -20 "$TMP/relay.err"; exit 1; }
+grep -q "alice: hello bob" "$TMP/bob.out" || why "bob did not get alice's message"
+grep -q "(alice is typing…)" "$TMP/bob.out" || why "bob did not see alice typing"
 echo "ok     examples/chat: bob sees alice typing and gets her line live"
 echo "2 passed, 0 failed"

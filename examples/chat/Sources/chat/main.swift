@@ -51,6 +51,13 @@ let chatServer = ChatServer(relay: relay, key: key)
 
 struct Line: Codable { var from: String; var text: String }
 
+/// Prints a line at once: piped (a script, a log), stdout is block-buffered, and a line shown only
+/// at exit is a line the reader waits for in vain.
+func show(_ text: String) {
+    print(text)
+    fflush(nil)
+}
+
 var configuration = RelayClient.Configuration(relayURL: relay, userId: me, deviceId: "terminal") {
     [chatServer, me] _ in
     let minted = try await chatServer.call("POST", "v1/tokens", ["userId": me, "deviceId": "terminal", "ttl": 3600])
@@ -64,17 +71,17 @@ await client.connect()
 // Incoming: messages (acked once shown), typing indicators, connection states.
 Task {
     for await message in client.messages {
-        if let line = try? message.decodePayload(as: Line.self) { print("\(line.from): \(line.text)") }
+        if let line = try? message.decodePayload(as: Line.self) { show("\(line.from): \(line.text)") }
         await client.ack(message.seq)
     }
 }
 Task {
     for await signal in client.signals where signal.name == "typing" {
-        print("(\(signal.senderId ?? "someone") is typing…)")
+        show("(\(signal.senderId ?? "someone") is typing…)")
     }
 }
 Task {
-    for await state in client.states { print("[\(state)]") }
+    for await state in client.states { show("[\(state)]") }
 }
 
 // Outgoing: each line typed is a message to both members; a typing signal goes first.
