@@ -157,9 +157,9 @@ package final class LiveSession: Sendable {
     /// before `synced` leaves, so before any ack the client sends for it.
     private func caughtUp(to lastSent: Int64) {
         store.markFetched(userId: userId, seq: lastSent)
-        let time = clock.now().milliseconds
-        let until = delivery.caughtUp(currentDue: time, now: time)
-        store.awaitAck(userId: userId, deviceId: deviceId, upTo: lastSent, until: Timestamp(milliseconds: until))
+        let now = clock.now()
+        store.apply(
+            delivery.caughtUp(userId: userId, deviceId: deviceId, through: lastSent, now: now.milliseconds), now: now)
     }
 
     /// A message committed for this user (called in commit order, on the committing thread).

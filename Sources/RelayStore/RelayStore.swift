@@ -84,9 +84,9 @@ package protocol RelayStore: Sendable {
     func pendingPushCount() throws(StoreError) -> Int
     /// Push jobs by state (the operator's overview).
     func pushJobCounts() throws(StoreError) -> [JobState: Int]
-    /// The device was sent everything up to `seq` by a catch-up: its pending message jobs there
-    /// wait for the ack, due no sooner than `until` (`DeliveryPolicy.caughtUp`).
-    func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp)
+    /// Carries out a decision taken outside a store transaction (`DeliveryPolicy.caughtUp`: a
+    /// catch-up's pushes wait for the ack); fire and forget, in order with the other writes.
+    func apply(_ effect: PushEffect, now: Timestamp)
     /// The earliest due time among pending push and event jobs, if any; with `after`, the
     /// earliest later than that (the scheduler sleeps until then).
     func nextDueAt(after: Timestamp?) throws(StoreError) -> Timestamp?

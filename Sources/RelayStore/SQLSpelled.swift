@@ -12,7 +12,9 @@ extension SQLSpelled {
 
     /// `(column = 'a' OR column = 'b' …)`: what `column IN ('a', 'b', …)` means, without the
     /// temporary table SQLite builds, on every execution, for an IN list of more than two constants.
-    static func any(_ column: String, of values: Self...) -> String {
+    static func any(_ column: String, of values: Self...) -> String { any(column, of: values) }
+
+    static func any(_ column: String, of values: [Self]) -> String {
         "(" + values.map { "\(column) = \($0.sql)" }.joined(separator: " OR ") + ")"
     }
 }

@@ -7,7 +7,7 @@ extension SQLStore {
     /// Returns whether any job was queued.
     static func queuePushJobs(
         _ db: SQLWrite, userId: String, seq: Int64, message: IncomingMessage, now: Timestamp,
-        policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>, only: Set<String>? = nil
+        policy: DeliveryPolicy, expiresAt: Timestamp, online: Set<String>, only: Set<String>? = nil, ackSeq: Int64 = 0
     ) throws(DatabaseError) -> Bool {
         var devices: [String] = []
         if db.isOptimistic, let prefetched = db.prefetched.devices[userId] {
@@ -18,17 +18,22 @@ extension SQLStore {
             }
         }
         if let only {
-            var untouched: [String] = []
+            var addressed: [String] = []
             for deviceId in devices where only.contains(deviceId) {
-                var hasJob = false
+                var queued = false
                 try db.query(
                     "SELECT 1 FROM push_jobs WHERE message_id = ? AND user_id = ? AND device_id = ? LIMIT 1",
                     [.text(message.id), .text(userId), .text(deviceId)]
-                ) { _ in hasJob = true }
-                if !hasJob { untouched.append(deviceId) }
+                ) { _ in queued = true }
+                if DeliveryPolicy.addressedAgain(seq: seq, ackSeq: ackSeq, queued: queued) {
+                    addressed.append(deviceId)
+                }
             }
-            devices = untouched
+            devices = addressed
         }
+        let committed = CommittedMessage(
+            userId: userId, seq: seq, messageId: message.id, collapseKey: message.collapseKey, badge: message.badge,
+            expiresAt: expiresAt.milliseconds)
         for deviceId in devices {
             // The device's open push window: the earliest due time still ahead (jobs already due
             // are being sent, or about to be, with everything pending at that moment).
@@ -42,27 +47,10 @@ extension SQLStore {
             ) { row in
                 if !row.isNull(0) { window = row.int64(0) }
             }
-            let decision = policy.committed(
-                online: online.contains(deviceId), openWindowDue: window, collapses: message.collapseKey != nil,
-                now: now.milliseconds)
-            if decision.cancelsCollapsed, let collapseKey = message.collapseKey {
-                try Self.cancel(
-                    db, .collapsing(userId: userId, deviceId: deviceId, collapseKey: collapseKey),
-                    reason: CancelReason.collapsed.rawValue, now: now.milliseconds)
-            }
-            try db.run(
-                """
-                INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, collapse_key,
-                    state, due_at, expires_at, created_at, updated_at, badge)
-                VALUES (?, \(PushKind.message.sql), ?, ?, ?, ?, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
-                """,
-                [
-                    .text(RandomID.make("msg_", bytes: 12)),
-                    .text(userId), .text(deviceId), .text(message.id), .int(seq),
-                    .optional(message.collapseKey),
-                    .int(decision.dueAt), .int(expiresAt.milliseconds), .int(now.milliseconds),
-                    .int(now.milliseconds), message.badge.map { .int($0) } ?? .null,
-                ])
+            try apply(
+                policy.committed(
+                    committed, deviceId: deviceId, online: online.contains(deviceId), openWindowDue: window,
+                    now: now.milliseconds, webhookId: RandomID.make("msg_", bytes: 12)), db, now: now.milliseconds)
         }
         return !devices.isEmpty
     }
@@ -126,7 +114,7 @@ extension SQLStore {
             switch self {
             case .priority, .push: "m.\(column)"
             case .unread: "i.head_seq - i.ack_seq"
-            default: "j.\(column)"
+            case .id, .webhookId, .kind, .messageId, .seq, .collapseKey, .attempts, .expiresAt, .badge: "j.\(column)"
             }
         }
     }
@@ -171,8 +159,8 @@ extension SQLStore {
         return result
     }
 
-    /// Records how delivery attempts ended, in one write: the delivered jobs of every batch in one
-    /// statement, each other outcome by itself (they are the few).
+    /// Records how delivery attempts ended, in one write (the delivered jobs of every batch in one
+    /// statement: `apply` joins runs of the same update).
     package func finish(
         _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
         completion: @escaping @Sendable (Result<[String: GoneDecision], StoreError>) -> Void
@@ -180,144 +168,48 @@ extension SQLStore {
         writer.submit(
             { db throws(DatabaseError) in
                 let time = now.milliseconds
-                var delivered: [Int64] = []
+                var effects: [PushEffect] = []
                 var gone: [String: GoneDecision] = [:]
                 for (batch, result) in outcomes {
-                    if case .delivered = result {
-                        delivered += batch.jobIds
-                    } else {
-                        for id in batch.jobIds { try Self.record(result, job: id, db, now: time) }
-                    }
-                    if let decision = try Self.recordEntries(of: batch, result, db, now: time) {
+                    var decision = GoneDecision.disable
+                    if case .deviceGone(_, let since) = result {
+                        decision = DeliveryPolicy.gone(
+                            sentTo: batch.target, since: since, device: try Self.current(batch, db))
                         gone[batch.deviceKey] = decision
                     }
+                    effects += DeliveryPolicy.recorded(result, of: batch, gone: decision, now: time)
                 }
-                if !delivered.isEmpty {
-                    try db.run(Self.deliveredSQL(db.dialect), [.int(time), db.dialect.idList(delivered)])
-                }
+                // Updates first, in the order of their outcomes, so that delivered batches join.
+                try Self.apply(effects.filter(\.isUpdate) + effects.filter { !$0.isUpdate }, db, now: time)
                 return gone
             }, completion: completion)
     }
 
-    /// Ends the pending jobs of the ids bound second as delivered, at the time bound first.
-    static func deliveredSQL(_ dialect: SQLDialect) -> String {
-        """
-        UPDATE push_jobs SET state = \(JobState.delivered.sql), attempts = attempts + 1,
-            last_error = NULL, updated_at = ?
-        WHERE \(dialect.among("id")) AND \(dialect.unindexed("state")) = \(JobState.pending.sql)
-        """
+    /// The batch's device as it is now, if still active: its transport and last registration.
+    private static func current(
+        _ batch: PushBatch, _ db: SQLWrite
+    ) throws(DatabaseError) -> (target: String, registeredAt: Int64)? {
+        var current: (target: String, registeredAt: Int64)?
+        try db.query(
+            "SELECT transport, updated_at FROM devices WHERE user_id = ? AND device_id = ? AND active = 1",
+            [.text(batch.userId), .text(batch.deviceId)]
+        ) { current = ($0.text(0), $0.int64(1)) }
+        return current
     }
 
     /// How the database would record delivered jobs (for the test that it looks their ids up).
     package func deliveredQueryPlan() throws(StoreError) -> String {
         try read { db throws(DatabaseError) in
-            try db.queryPlan(Self.deliveredSQL(db.dialect), [.int(0), db.dialect.idList([1, 2])])
-                .joined(separator: "\n")
+            let (sql, bindings) = Self.updateSQL(
+                JobUpdate(state: .delivered, lastError: .clear, countsAttempt: true), db.dialect)
+            return try db.queryPlan(sql, bindings + [.int(0), db.dialect.idList([1, 2])]).joined(separator: "\n")
         }
     }
 
-    /// A pending job's end other than delivered.
-    private static func record(
-        _ result: DeliveryPolicy.Verdict, job id: Int64, _ db: SQLWrite, now time: Int64
-    ) throws(DatabaseError) {
-        switch result {
-        case .retry(let error, let at):
-            try db.run(
-                """
-                UPDATE push_jobs SET attempts = attempts + 1, last_error = ?, due_at = ?, updated_at = ?
-                WHERE id = ? AND state = \(JobState.pending.sql)
-                """, [.text(error), .int(at), .int(time), .int(id)])
-        case .dead(let error):
-            try db.run(
-                """
-                UPDATE push_jobs SET state = \(JobState.dead.sql), attempts = attempts + 1, last_error = ?,
-                    updated_at = ?
-                WHERE id = ? AND state = \(JobState.pending.sql)
-                """, [.text(error), .int(time), .int(id)])
-        case .postponed(let until):
-            try db.run(
-                """
-                UPDATE push_jobs SET due_at = ?, updated_at = ?
-                WHERE id = ? AND state = \(JobState.pending.sql)
-                """,
-                [.int(until), .int(time), .int(id)])
-        case .requeue(let reason, let at):
-            try db.run(
-                """
-                UPDATE push_jobs SET last_error = ?, due_at = ?, updated_at = ?
-                WHERE id = ? AND state = \(JobState.pending.sql)
-                """, [.text(reason), .int(at), .int(time), .int(id)])
-        case .delivered, .deviceGone:
-            // (Delivered jobs are recorded together by `finish`; a gone device's are cancelled.)
-            break
-        }
-    }
-
-    /// The entries of the user and seq range bound pushed: those not yet (a dead one too: an
-    /// operator's replay of a dead letter that now got through).
-    static let entriesPushedSQL = """
-        UPDATE inbox_entries SET state = \(DeliveryState.pushed.sql)
-        WHERE user_id = ? AND seq BETWEEN ? AND ? AND \(DeliveryState.any("state", of: .stored, .live, .dead))
-        """
-
-    /// The entries of the user and seq range bound dead, unless they were pushed.
-    static let entriesDeadSQL = """
-        UPDATE inbox_entries SET state = \(DeliveryState.dead.sql)
-        WHERE user_id = ? AND seq BETWEEN ? AND ? AND \(DeliveryState.any("state", of: .stored, .live))
-        """
-
-    /// What an outcome means for the batch's inbox entries and its device; for a "gone" answer,
-    /// what it did to the device.
-    private static func recordEntries(
-        of batch: PushBatch, _ result: DeliveryPolicy.Verdict, _ db: SQLWrite, now time: Int64
-    ) throws(DatabaseError) -> GoneDecision? {
-        switch result {
-        case .delivered where batch.kind == .message:
-            try db.run(Self.entriesPushedSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
-        case .dead where batch.kind == .message:
-            try db.run(Self.entriesDeadSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
-        case .deviceGone(let reason, let since):
-            var current: (target: String, registeredAt: Int64)?
-            try db.query(
-                "SELECT transport, updated_at FROM devices WHERE user_id = ? AND device_id = ? AND active = 1",
-                [.text(batch.userId), .text(batch.deviceId)]
-            ) { current = ($0.text(0), $0.int64(1)) }
-            let decision = DeliveryPolicy.gone(sentTo: batch.target, since: since, device: current)
-            switch decision {
-            case .disable:
-                try db.run(
-                    """
-                    UPDATE devices SET active = 0, disabled_reason = ?, updated_at = ?
-                    WHERE user_id = ? AND device_id = ? AND transport = ?
-                    """, [.text(reason), .int(time), .text(batch.userId), .text(batch.deviceId), .text(batch.target)])
-                db.prefetched.devices[batch.userId] = nil
-                try Self.cancel(db, .device(userId: batch.userId, deviceId: batch.deviceId), reason: reason, now: time)
-            case .resend:
-                for id in batch.jobIds { try Self.record(.requeue(reason: reason, at: time), job: id, db, now: time) }
-            case .drop(let error):
-                for id in batch.jobIds { try Self.record(.dead(error: error), job: id, db, now: time) }
-                if batch.kind == .message {
-                    try db.run(Self.entriesDeadSQL, [.text(batch.userId), .int(batch.seqFrom), .int(batch.seqTo)])
-                }
-            }
-            return decision
-        default:
-            break
-        }
-        return nil
-    }
-
-    package func awaitAck(userId: String, deviceId: String, upTo seq: Int64, until: Timestamp) {
+    package func apply(_ effect: PushEffect, now: Timestamp) {
         writer.submit(
-            { db throws(DatabaseError) in
-                try db.run(
-                    """
-                    UPDATE push_jobs SET due_at = \(db.dialect.greatest)(due_at, ?), updated_at = ?
-                    WHERE user_id = ? AND device_id = ? AND state = \(JobState.pending.sql)
-                        AND kind = \(PushKind.message.sql) AND seq <= ?
-                    """,
-                    [.int(until.milliseconds), .int(until.milliseconds), .text(userId), .text(deviceId), .int(seq)])
-            }, completion: logFailure("await ack"))
+            { db throws(DatabaseError) in try Self.apply(effect, db, now: now.milliseconds) },
+            completion: logFailure("apply a delivery decision"))
     }
 
     /// Due devices in due order, through the pending jobs' partial index: SQLite's planner,
@@ -371,11 +263,9 @@ extension SQLStore {
         }
     }
 
-    /// Inside an ack that moved the cursor from `old` to `new`: pending pushes at or below it are
-    /// cancelled on every device, and devices already pushed in that range get a `clear` push
-    /// (the badge goes down when the message was read elsewhere).
+    /// Inside an ack that moved the cursor from `old` to `new` (`DeliveryPolicy.acked`).
     static func applyAckToPushes(
-        _ db: any SQLStatements, userId: String, old: Int64, new: Int64, now: Int64
+        _ db: SQLWrite, userId: String, old: Int64, new: Int64, now: Int64
     ) throws(DatabaseError) {
         var pushed: [String] = []
         try db.query(
@@ -385,68 +275,10 @@ extension SQLStore {
                 AND seq > ? AND seq <= ?
             """, [.text(userId), .int(old), .int(new)]
         ) { pushed.append($0.text(0)) }
-        try cancel(db, .acked(userId: userId, throughSeq: new), reason: CancelReason.acked.rawValue, now: now)
-        for deviceId in DeliveryPolicy.acked(pushedDevices: pushed).clears {
-            try queueClear(db, userId: userId, deviceId: deviceId, seq: new, badge: nil, now: now)
-        }
-    }
-
-    /// Which pending push jobs a cancel ends.
-    enum PendingPushes {
-        /// All of a device's (deleted, or gone at its push service).
-        case device(userId: String, deviceId: String)
-        /// A device's jobs with this collapse key (a newer message replaces them).
-        case collapsing(userId: String, deviceId: String, collapseKey: String)
-        /// A device's `clear` (a newer one replaces it).
-        case clear(userId: String, deviceId: String)
-        /// The message jobs of every device of the user up to an ack.
-        case acked(userId: String, throughSeq: Int64)
-    }
-
-    /// Ends the pending jobs `jobs` names as cancelled, `reason` their last error.
-    static func cancel(_ db: any SQLStatements, _ jobs: PendingPushes, reason: String, now: Int64) throws(DatabaseError)
-    {
-        let scope: String
-        let bindings: [SQLValue]
-        switch jobs {
-        case .device(let userId, let deviceId):
-            scope = "user_id = ? AND device_id = ?"
-            bindings = [.text(userId), .text(deviceId)]
-        case .collapsing(let userId, let deviceId, let collapseKey):
-            scope = "user_id = ? AND device_id = ? AND collapse_key = ?"
-            bindings = [.text(userId), .text(deviceId), .text(collapseKey)]
-        case .clear(let userId, let deviceId):
-            scope = "user_id = ? AND device_id = ? AND kind = \(PushKind.clear.sql)"
-            bindings = [.text(userId), .text(deviceId)]
-        case .acked(let userId, let seq):
-            scope = "user_id = ? AND kind = \(PushKind.message.sql) AND seq <= ?"
-            bindings = [.text(userId), .int(seq)]
-        }
-        try db.run(
-            """
-            UPDATE push_jobs SET state = \(JobState.cancelled.sql), last_error = ?, updated_at = ?
-            WHERE \(scope) AND state = \(JobState.pending.sql)
-            """, [.text(reason), .int(now)] + bindings)
-    }
-
-    /// A `clear` push for one device, replacing one still pending (`badge`: a homeserver's count,
-    /// else the relay's own).
-    static func queueClear(
-        _ db: any SQLStatements, userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64
-    ) throws(DatabaseError) {
-        try cancel(db, .clear(userId: userId, deviceId: deviceId), reason: CancelReason.superseded.rawValue, now: now)
-        try db.run(
-            """
-            INSERT INTO push_jobs(webhook_id, kind, user_id, device_id, message_id, seq, state, due_at, expires_at,
-                created_at, updated_at, badge)
-            VALUES (?, \(PushKind.clear.sql), ?, ?, NULL, ?, \(JobState.pending.sql), ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(RandomID.make("clr_", bytes: 12)),
-                .text(userId), .text(deviceId), .int(seq), .int(now), .int(now + DeliveryPolicy.clearLifetimeMs),
-                .int(now), .int(now),
-                badge.map { .int($0) } ?? .null,
-            ])
+        try apply(
+            DeliveryPolicy.acked(
+                userId: userId, through: new, pushedDevices: pushed, now: now,
+                webhookId: { RandomID.make("clr_", bytes: 12) }), db, now: now)
     }
 }
 
@@ -521,8 +353,10 @@ extension SQLStore {
             { db throws(DatabaseError) in
                 var ackSeq: Int64 = 0
                 try db.query("SELECT ack_seq FROM inboxes WHERE user_id = ?", [.text(userId)]) { ackSeq = $0.int64(0) }
-                try Self.queueClear(
-                    db, userId: userId, deviceId: deviceId, seq: ackSeq, badge: badge, now: now.milliseconds)
+                try Self.apply(
+                    DeliveryPolicy.clear(
+                        userId: userId, deviceId: deviceId, seq: ackSeq, badge: badge, now: now.milliseconds,
+                        webhookId: RandomID.make("clr_", bytes: 12)), db, now: now.milliseconds)
             }, completion: completion)
     }
 
@@ -591,11 +425,9 @@ extension SQLStore {
                 }
                 guard var found = record else { return RetryOutcome.notFound }
                 guard found.state == .dead else { return .notDead(found) }
-                try db.run(
-                    """
-                    UPDATE push_jobs SET state = \(JobState.pending.sql), attempts = 0, last_error = NULL, due_at = ?,
-                        expires_at = ?, updated_at = ? WHERE id = ?
-                    """, [.int(now.milliseconds), .int(expiresAt.milliseconds), .int(now.milliseconds), .int(id)])
+                try Self.apply(
+                    DeliveryPolicy.retried(job: id, now: now.milliseconds, expiresAt: expiresAt.milliseconds), db,
+                    now: now.milliseconds)
                 found.state = .pending
                 found.attempts = 0
                 found.lastError = nil

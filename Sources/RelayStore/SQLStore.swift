@@ -379,10 +379,9 @@ package final class SQLStore: RelayStore {
             try db.query("SELECT ack_seq FROM inboxes WHERE user_id = ?", [.text(recipient.userId)]) {
                 ackSeq = $0.int64(0)
             }
-            guard recipient.seq > ackSeq else { continue }
             if try queuePushJobs(
                 db, userId: recipient.userId, seq: recipient.seq, message: message, now: new.now, policy: policy,
-                expiresAt: expiresAt, online: new.online[recipient.userId] ?? [], only: devices)
+                expiresAt: expiresAt, online: new.online[recipient.userId] ?? [], only: devices, ackSeq: ackSeq)
             {
                 queued = true
             }
@@ -644,8 +643,7 @@ package final class SQLStore: RelayStore {
                     "DELETE FROM presence WHERE user_id = ? AND device_id = ?", [.text(userId), .text(deviceId)])
                 // Its pending pushes can never go anywhere now (a device registered again later
                 // starts afresh).
-                try Self.cancel(
-                    db, .device(userId: userId, deviceId: deviceId), reason: "device deleted", now: time.milliseconds)
+                try Self.apply(DeliveryPolicy.deleted(userId: userId, deviceId: deviceId), db, now: time.milliseconds)
                 try db.run(
                     """
                     INSERT INTO token_revocations(user_id, device_id, revoked_at) VALUES (?, ?, ?)

@@ -1,8 +1,8 @@
 import RelayCore
 import Testing
 
-/// `DeliveryPolicy`'s decisions, and a seeded simulation of them over random interleavings of
-/// commits, sockets, acks, receiver outcomes and time, checking the delivery invariants.
+/// `DeliveryPolicy`'s decisions one by one (the seeded simulation of all of them together is
+/// `OutboxDifferentialTests`).
 @Suite struct DeliveryPolicyTests {
     let policy = DeliveryPolicy(
         pushDelayMs: 300, ackTimeoutMs: 800, retry: RetryPolicy(baseMilliseconds: 100, capMilliseconds: 2000))
@@ -14,7 +14,6 @@ import Testing
         #expect(policy.dueAt(committedAt: 1300, online: false, openWindowDue: 1300) == 1600)  // fired: next window
         // Online: waits for the ack on its own, never joins an older window.
         #expect(policy.dueAt(committedAt: 1100, online: true, openWindowDue: 1300) == 1900)
-        #expect(policy.dueAfterCatchUp(currentDue: 1300, now: 1200) == 2000)
     }
 
     /// Only what the host did feeds its breaker: not an expired job, a refused URL, a 4xx.
@@ -85,12 +84,45 @@ import Testing
     /// Each transition of a push job has its own decision, and the delivery path carries out
     /// exactly what it holds.
     @Test func everyTransitionHasItsDecision() {
-        let offline = policy.committed(online: false, openWindowDue: 1300, collapses: true, now: 1100)
-        #expect(offline.cancelsCollapsed && offline.dueAt == 1300)
-        let online = policy.committed(online: true, openWindowDue: nil, collapses: false, now: 1100)
-        #expect(!online.cancelsCollapsed && online.dueAt == 1900)
-        #expect(policy.caughtUp(currentDue: 1300, now: 1200) == 2000)
-        #expect(DeliveryPolicy.acked(pushedDevices: ["phone"]).clears == ["phone"])
+        var message = CommittedMessage(
+            userId: "u", seq: 4, messageId: "m4", collapseKey: "typing", badge: nil, expiresAt: 9000)
+        let job = NewPushJob(
+            webhookId: "w", kind: .message, userId: "u", deviceId: "phone", messageId: "m4", seq: 4,
+            collapseKey: "typing", dueAt: 1300, expiresAt: 9000, badge: nil, createdAt: 1100)
+        #expect(
+            policy.committed(message, deviceId: "phone", online: false, openWindowDue: 1300, now: 1100, webhookId: "w")
+                == [
+                    .cancel(.collapsing(userId: "u", deviceId: "phone", collapseKey: "typing"), .collapsed),
+                    .insert(job),
+                ])
+        message.collapseKey = nil
+        var online = job
+        online.collapseKey = nil
+        online.dueAt = 1900
+        #expect(
+            policy.committed(message, deviceId: "phone", online: true, openWindowDue: nil, now: 1100, webhookId: "w")
+                == [.insert(online)])
+        // A catch-up holds the device's message jobs for the ack; it never brings one forward.
+        #expect(
+            policy.caughtUp(userId: "u", deviceId: "phone", through: 4, now: 1200)
+                == .hold(.caughtUp(userId: "u", deviceId: "phone", throughSeq: 4), notBefore: 2000))
+        // An ack cancels up to the cursor on every device and replaces the pushed ones' clear.
+        let acked = DeliveryPolicy.acked(
+            userId: "u", through: 4, pushedDevices: ["phone"], now: 1200, webhookId: { "c" })
+        #expect(
+            acked == [
+                .cancel(.acked(userId: "u", throughSeq: 4), .acked),
+                .cancel(.clear(userId: "u", deviceId: "phone"), .superseded),
+                .insert(
+                    NewPushJob(
+                        webhookId: "c", kind: .clear, userId: "u", deviceId: "phone", messageId: nil, seq: 4,
+                        collapseKey: nil, dueAt: 1200, expiresAt: 1200 + DeliveryPolicy.clearLifetimeMs, badge: nil,
+                        createdAt: 1200)),
+            ])
+        // A message addressed again is queued once per device, and never once acked.
+        #expect(DeliveryPolicy.addressedAgain(seq: 4, ackSeq: 3, queued: false))
+        #expect(!DeliveryPolicy.addressedAgain(seq: 4, ackSeq: 4, queued: false))
+        #expect(!DeliveryPolicy.addressedAgain(seq: 4, ackSeq: 3, queued: true))
         // Before an attempt: the TTL first (the host is not asked, its probe not used up), then the host.
         #expect(
             policy.due(expiresAt: 1000, host: .paused(until: 5000), now: 1000)
@@ -156,209 +188,5 @@ import Testing
         #expect(batch.webhookId == "msg_5_9")
         let clear = try #require(coalesce([job(9, 0, kind: .clear, badge: 1)]))
         #expect(clear.kind == .clear && clear.unread == 1 && clear.messageId == nil)
-    }
-
-    // MARK: Simulation
-
-    /// A small deterministic generator (SplitMix64), so that a failing seed can be replayed.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    /// One user with a few registered devices; the store's push jobs, the sockets, the ack cursor.
-    struct World {
-        struct Job {
-            var seq: Int64
-            var device: Int
-            var due: Int64
-            var attempts = 0
-            var state: State = .pending
-            let expiresAt: Int64
-            enum State: Equatable { case pending, delivered, dead, cancelled }
-        }
-
-        struct Push {
-            var device: Int
-            var seqs: [Int64]
-            var at: Int64
-            var ackAtSend: Int64
-        }
-
-        let policy: DeliveryPolicy
-        var now: Int64 = 0
-        var head: Int64 = 0
-        var ack: Int64 = 0
-        var online: [Bool]
-        /// Seq the device last caught up to (what it was sent), for acks only it can give.
-        var received: [Int64]
-        var jobs: [Job] = []
-        var pushes: [Push] = []
-        /// Seq → (commit time, devices online at commit), for I3.
-        var commits: [Int64: (at: Int64, online: [Bool])] = [:]
-        var ackTimes: [Int64: Int64] = [:]
-        var trace: [String] = []
-
-        init(policy: DeliveryPolicy, devices: Int) {
-            self.policy = policy
-            online = Array(repeating: false, count: devices)
-            received = Array(repeating: 0, count: devices)
-        }
-
-        mutating func commit() {
-            head += 1
-            commits[head] = (now, online)
-            for device in online.indices {
-                let window = jobs.filter { $0.device == device && $0.state == .pending && $0.due > now }
-                    .map(\.due).min()
-                let due = policy.committed(online: online[device], openWindowDue: window, collapses: false, now: now)
-                    .dueAt
-                jobs.append(Job(seq: head, device: device, due: due, expiresAt: now + 60_000))
-                if online[device] { received[device] = head }  // sent live
-            }
-            trace.append("t=\(now) commit \(head) online=\(online)")
-        }
-
-        mutating func connect(_ device: Int) {
-            online[device] = true
-            received[device] = head  // catch-up
-            let until = policy.caughtUp(currentDue: now, now: now)
-            for index in jobs.indices where jobs[index].device == device && jobs[index].state == .pending {
-                jobs[index].due = max(jobs[index].due, until)
-            }
-            trace.append("t=\(now) connect \(device)")
-        }
-
-        mutating func disconnect(_ device: Int) {
-            guard online[device] else { return }
-            online[device] = false  // nothing else changes: its pushes still wait for the ack
-            trace.append("t=\(now) disconnect \(device)")
-        }
-
-        /// An online device acks what it has.
-        mutating func acknowledge(_ device: Int) {
-            guard online[device], received[device] > ack else { return }
-            for seq in (ack + 1)...received[device] { ackTimes[seq] = now }
-            ack = received[device]
-            for index in jobs.indices where jobs[index].state == .pending && jobs[index].seq <= ack {
-                jobs[index].state = .cancelled
-            }
-            trace.append("t=\(now) ack \(ack) by \(device)")
-        }
-
-        /// The notifier: every device with due jobs gets one push covering them, coalesced by
-        /// the code the store runs (`PushBatch.coalescing`; a job's id is its index here).
-        mutating func fire(_ outcomeFor: (Int) -> DeliveryOutcome, random: Double) {
-            for device in online.indices {
-                let dueJobs = jobs.indices.filter {
-                    jobs[$0].device == device && jobs[$0].state == .pending && jobs[$0].due <= now
-                }.map { index in
-                    DueJob(
-                        id: Int64(index), webhookId: "msg_\(index)", kind: .message, messageId: "m\(jobs[index].seq)",
-                        seq: jobs[index].seq, collapseKey: nil, attempts: jobs[index].attempts,
-                        expiresAt: Timestamp(milliseconds: jobs[index].expiresAt), priority: .normal, push: nil,
-                        badge: nil)
-                }
-                guard
-                    let batch = PushBatch.coalescing(
-                        dueJobs, userId: "u", deviceId: "d\(device)", target: "http://receiver/", contentFree: false,
-                        unread: head - ack)
-                else { continue }
-                let due = batch.jobIds.map { Int($0) }
-                let outcome = outcomeFor(device)
-                let verdict = policy.answered(
-                    outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now,
-                    random: { random }
-                ).verdict
-                trace.append("t=\(now) push \(device) seqs \(due.map { jobs[$0].seq }) → \(verdict)")
-                for index in due {
-                    switch verdict {
-                    case .delivered: jobs[index].state = .delivered
-                    case .retry(_, let at): jobs[index].due = at
-                    case .requeue(_, let at): jobs[index].due = at
-                    case .postponed(let until): jobs[index].due = until
-                    case .dead, .deviceGone: jobs[index].state = .dead
-                    }
-                    // As the store does: a requeue is not an attempt.
-                    switch verdict {
-                    case .requeue, .postponed: break
-                    default: jobs[index].attempts += 1
-                    }
-                }
-                if verdict == .delivered {
-                    pushes.append(Push(device: device, seqs: due.map { jobs[$0].seq }, at: now, ackAtSend: ack))
-                }
-            }
-        }
-
-        /// I1–I4, once everything has settled.
-        func violations() -> [String] {
-            var found: [String] = []
-            for job in jobs {
-                let covered = pushes.contains { $0.device == job.device && $0.seqs.contains(job.seq) }
-                if !(job.seq <= ack || covered || job.state == .dead) {
-                    found.append("I1: seq \(job.seq) device \(job.device) ended with nothing (\(job.state))")
-                }
-            }
-            for push in pushes where push.seqs.contains(where: { $0 <= push.ackAtSend }) {
-                found.append("I2: push to \(push.device) at \(push.at) covers acked seqs \(push.seqs)")
-            }
-            for push in pushes {
-                for seq in push.seqs {
-                    guard let commit = commits[seq], commit.online[push.device], let acked = ackTimes[seq],
-                        acked - commit.at < policy.ackTimeoutMs
-                    else { continue }
-                    found.append("I3: device \(push.device) got seq \(seq) live, acked in time, and was pushed")
-                }
-            }
-            for device in online.indices {
-                let covers = pushes.filter { $0.device == device }.flatMap(\.seqs)
-                if Set(covers).count != covers.count {
-                    found.append("I4: device \(device) was pushed one seq twice: \(covers.sorted())")
-                }
-            }
-            return found
-        }
-    }
-
-    @Test(arguments: 0..<400)
-    func randomInterleavingsKeepTheInvariants(seed: UInt64) {
-        var random = Generator(state: seed)
-        var world = World(policy: policy, devices: 3)
-        for _ in 0..<60 {
-            world.now += Int64.random(in: 0...250, using: &random)
-            let device = Int.random(in: 0..<3, using: &random)
-            switch Int.random(in: 0..<10, using: &random) {
-            case 0...2: world.commit()
-            case 3: world.connect(device)
-            case 4: world.disconnect(device)
-            case 5: world.acknowledge(device)
-            default:
-                let roll = Int.random(in: 0..<12, using: &random)
-                let outcome: DeliveryOutcome
-                switch roll {
-                case 0..<6: outcome = .delivered
-                case 6..<9: outcome = .retry(reason: "HTTP 503", notBeforeMilliseconds: nil)
-                case 9: outcome = .misconfigured(reason: "APNs: InvalidProviderToken")
-                case 10: outcome = .requeue(reason: "REFUSED_STREAM")
-                default: outcome = .dead(reason: "HTTP 400")
-                }
-                world.fire({ _ in outcome }, random: Double.random(in: 0...1, using: &random))
-            }
-        }
-        // Settle: sockets close, time passes, the receiver recovers, every due job is sent.
-        for device in 0..<3 { world.disconnect(device) }
-        for _ in 0..<100 {
-            world.now += 500
-            world.fire({ _ in .delivered }, random: 0.5)
-        }
-        let violations = world.violations()
-        #expect(violations.isEmpty, "seed \(seed): \(violations)\n\(world.trace.joined(separator: "\n"))")
     }
 }

@@ -12,24 +12,23 @@ package enum HostGate: Sendable, Equatable {
     case paused(until: Int64)
 }
 
-/// Why pending jobs are cancelled (stored as their `last_error`).
-package enum CancelReason: String, Sendable, Equatable {
-    case acked
-    case collapsed
-    case superseded
-}
+/// A message committed for one recipient (`DeliveryPolicy.committed`).
+package struct CommittedMessage: Sendable, Equatable {
+    package var userId: String
+    package var seq: Int64
+    package var messageId: String
+    package var collapseKey: String?
+    package var badge: Int64?
+    package var expiresAt: Int64
 
-/// A message was committed for one registered device: its new job, and whether the device's
-/// pending jobs with the message's collapse key go first (RFC 8030 "Topic").
-package struct CommitDecision: Sendable, Equatable {
-    package var cancelsCollapsed: Bool
-    package var dueAt: Int64
-}
-
-/// The user's ack cursor moved: the user's pending message jobs up to it are cancelled on every
-/// device (`acked`), and the devices already pushed something now read get a `clear`.
-package struct AckDecision: Sendable, Equatable {
-    package var clears: [String]
+    package init(userId: String, seq: Int64, messageId: String, collapseKey: String?, badge: Int64?, expiresAt: Int64) {
+        self.userId = userId
+        self.seq = seq
+        self.messageId = messageId
+        self.collapseKey = collapseKey
+        self.badge = badge
+        self.expiresAt = expiresAt
+    }
 }
 
 /// A device's batch fell due.
@@ -63,19 +62,125 @@ package struct AnswerDecision: Sendable, Equatable {
 
 extension DeliveryPolicy {
     /// A message committed at `now` for one device, `online` per the snapshot taken before the
-    /// write, `openWindowDue` the device's open push window.
-    package func committed(online: Bool, openWindowDue: Int64?, collapses: Bool, now: Int64) -> CommitDecision {
-        CommitDecision(
-            cancelsCollapsed: collapses, dueAt: dueAt(committedAt: now, online: online, openWindowDue: openWindowDue))
+    /// write, `openWindowDue` the device's open push window: the device's pending jobs with the
+    /// message's collapse key are cancelled (RFC 8030 "Topic"), and its job is due per `dueAt`.
+    package func committed(
+        _ message: CommittedMessage, deviceId: String, online: Bool, openWindowDue: Int64?, now: Int64,
+        webhookId: String
+    ) -> [PushEffect] {
+        var effects: [PushEffect] = []
+        if let collapseKey = message.collapseKey {
+            effects.append(
+                .cancel(.collapsing(userId: message.userId, deviceId: deviceId, collapseKey: collapseKey), .collapsed))
+        }
+        effects.append(
+            .insert(
+                NewPushJob(
+                    webhookId: webhookId, kind: .message, userId: message.userId, deviceId: deviceId,
+                    messageId: message.messageId, seq: message.seq, collapseKey: message.collapseKey,
+                    dueAt: dueAt(committedAt: now, online: online, openWindowDue: openWindowDue),
+                    expiresAt: message.expiresAt, badge: message.badge, createdAt: now)))
+        return effects
     }
 
-    /// A catch-up sent the device messages whose push was due at `currentDue`: when they fall
-    /// due now (they wait for the ack).
-    package func caughtUp(currentDue: Int64, now: Int64) -> Int64 { dueAfterCatchUp(currentDue: currentDue, now: now) }
+    /// A stored message addressed again to a device (`PushTargets`): it gets a job only if it has
+    /// none for the message yet and the recipient has not acked it.
+    package static func addressedAgain(seq: Int64, ackSeq: Int64, queued: Bool) -> Bool { !queued && seq > ackSeq }
 
-    /// An ack moved the cursor; `pushedDevices` had already been pushed something now read. It
+    /// A catch-up sent a device its messages up to `seq` at `now`: their pending pushes wait for
+    /// the ack (they are not cancelled: the socket may die before it comes).
+    package func caughtUp(userId: String, deviceId: String, through seq: Int64, now: Int64) -> PushEffect {
+        .hold(.caughtUp(userId: userId, deviceId: deviceId, throughSeq: seq), notBefore: now + ackTimeoutMs)
+    }
+
+    /// An ack moved the user's cursor to `seq`: the user's pending message jobs up to it are
+    /// cancelled on every device, and each device already pushed something now read
+    /// (`pushedDevices`) gets a `clear` (the badge goes down when it was read elsewhere). It
     /// depends on no setting (the store applies it without a policy at hand).
-    package static func acked(pushedDevices: [String]) -> AckDecision { AckDecision(clears: pushedDevices) }
+    package static func acked(
+        userId: String, through seq: Int64, pushedDevices: [String], now: Int64, webhookId: () -> String
+    ) -> [PushEffect] {
+        [.cancel(.acked(userId: userId, throughSeq: seq), .acked)]
+            + pushedDevices.sorted().flatMap {
+                clear(userId: userId, deviceId: $0, seq: seq, badge: nil, now: now, webhookId: webhookId())
+            }
+    }
+
+    /// A `clear` push for one device, replacing one still pending (`badge`: a homeserver's count,
+    /// else the relay's own), due at once and given up after `clearLifetimeMs`.
+    package static func clear(
+        userId: String, deviceId: String, seq: Int64, badge: Int64?, now: Int64, webhookId: String
+    ) -> [PushEffect] {
+        [
+            .cancel(.clear(userId: userId, deviceId: deviceId), .superseded),
+            .insert(
+                NewPushJob(
+                    webhookId: webhookId, kind: .clear, userId: userId, deviceId: deviceId, messageId: nil, seq: seq,
+                    collapseKey: nil, dueAt: now, expiresAt: now + clearLifetimeMs, badge: badge, createdAt: now)),
+        ]
+    }
+
+    /// A device was deleted: its pending pushes can never go anywhere now (a device registered
+    /// again later starts afresh).
+    package static func deleted(userId: String, deviceId: String) -> PushEffect {
+        .cancel(.device(userId: userId, deviceId: deviceId), .deviceDeleted)
+    }
+
+    /// The operator retries a dead job: pending again with a fresh attempt budget, due now and
+    /// valid until `expiresAt`, even past its message's TTL.
+    package static func retried(job: Int64, now: Int64, expiresAt: Int64) -> PushEffect {
+        .revive(job: job, dueAt: now, expiresAt: expiresAt)
+    }
+
+    /// How an attempt's (or a pass's) `verdict` is recorded for `batch`. `gone`: for a
+    /// `deviceGone` verdict, what `gone(sentTo:since:device:)` made of the device as the write
+    /// read it.
+    package static func recorded(
+        _ verdict: Verdict, of batch: PushBatch, gone: GoneDecision, now: Int64
+    ) -> [PushEffect] {
+        let jobs = batch.jobIds
+        let entries = batch.seqFrom...max(batch.seqFrom, batch.seqTo)
+        // An operator's replay of a dead letter that now got through makes its entries pushed.
+        let pushed = PushEffect.markEntries(
+            userId: batch.userId, seqs: entries, state: .pushed, replacing: [.stored, .live, .dead])
+        let dead = PushEffect.markEntries(
+            userId: batch.userId, seqs: entries, state: .dead, replacing: [.stored, .live])
+        let message = batch.kind == .message
+        switch verdict {
+        case .delivered:
+            return [.update(jobs: jobs, JobUpdate(state: .delivered, lastError: .clear, countsAttempt: true))]
+                + (message ? [pushed] : [])
+        case .retry(let error, let at):
+            return [
+                .update(jobs: jobs, JobUpdate(state: .pending, dueAt: at, lastError: .set(error), countsAttempt: true))
+            ]
+        case .requeue(let reason, let at):
+            return [
+                .update(
+                    jobs: jobs, JobUpdate(state: .pending, dueAt: at, lastError: .set(reason), countsAttempt: false))
+            ]
+        case .postponed(let until):
+            return [
+                .update(jobs: jobs, JobUpdate(state: .pending, dueAt: until, lastError: .keep, countsAttempt: false))
+            ]
+        case .dead(let error):
+            return [.update(jobs: jobs, JobUpdate(state: .dead, lastError: .set(error), countsAttempt: true))]
+                + (message ? [dead] : [])
+        case .deviceGone(let reason, _):
+            switch gone {
+            case .disable:
+                return [
+                    .disableDevice(
+                        userId: batch.userId, deviceId: batch.deviceId, target: batch.target, reason: reason),
+                    .cancel(.device(userId: batch.userId, deviceId: batch.deviceId), .deviceGone(reason)),
+                ]
+            case .resend:
+                return recorded(.requeue(reason: reason, at: now), of: batch, gone: gone, now: now)
+            case .drop(let error):
+                return recorded(.dead(error: error), of: batch, gone: gone, now: now)
+            }
+        }
+    }
 
     /// A device's batch expiring at `expiresAt` is due; `host` says whether its receiver can
     /// take an attempt. The TTL is looked at first: an expired job must not use up a probe.

@@ -44,10 +44,6 @@ package struct DeliveryPolicy: Sendable, Equatable {
         guard let window = openWindowDue, window > now else { return now + pushDelayMs }
         return min(now + pushDelayMs, window)
     }
-
-    /// The device was sent the message by a catch-up: its push now waits for the ack.
-    package func dueAfterCatchUp(currentDue: Int64, now: Int64) -> Int64 { max(currentDue, now + ackTimeoutMs) }
-
     /// What an attempt means for its jobs.
     package enum Verdict: Sendable, Equatable {
         case delivered
