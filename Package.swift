@@ -151,7 +151,8 @@ let package = Package(
         .testTarget(
             name: "RelayUnitTests",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayLocks", "RelayTesting", "WebSocketCodec",
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayLocks", "RelayTelemetry", "RelayTesting",
+                "WebSocketCodec",
                 // An in-memory nghttp2 server session answers HTTP2Session's requests.
                 "CNGHTTP2",
             ],

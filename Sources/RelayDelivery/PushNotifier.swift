@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 package import RelayCore
-import RelayLocks
+package import RelayLocks
 package import RelayPoll
 package import RelayStore
 package import RelayTelemetry
@@ -50,14 +50,14 @@ package final class PushNotifier: Sendable {
         }
     }
 
-    private let store: any RelayStore
+    private let store: any PushOutbox
     private let settings: Settings
     private let metrics: Metrics
     private let logger: Logger
     private let events: any RelayEventSink
     private let now: @Sendable () -> Timestamp
     private let queue = DispatchQueue(label: "pushrelay-notifier")
-    private let timer = DemandTimer()
+    private let timer: any WakeTimer
     /// Devices with a delivery in flight, with the ids of its jobs: their other due jobs wait, so
     /// one device never gets two pushes racing each other.
     private let inFlight = LockedValue<[String: [Int64]]>([:])
@@ -91,12 +91,13 @@ package final class PushNotifier: Sendable {
     /// - Parameter services: the push services with credentials, built on the notifier's HTTP
     ///   sender (the webhook is added here).
     package init(
-        store: any RelayStore, settings: Settings, signer: WebhookSignature, allowList: HostAllowList,
+        store: any PushOutbox, settings: Settings, signer: WebhookSignature, allowList: HostAllowList,
         webPushAllowList: HostAllowList = .publicHTTPS, metrics: Metrics,
         logger: Logger, events: any RelayEventSink, eventsURL: PushURL?, tls: TLSContext,
         services: (HTTPSender) -> [PushTransport.Kind: any PushProvider] = { _ in [:] },
-        now: @escaping @Sendable () -> Timestamp
+        timer: any WakeTimer = DemandTimer(), now: @escaping @Sendable () -> Timestamp
     ) throws(Poller.Failure) {
+        self.timer = timer
         self.eventsURL = eventsURL
         sender = try HTTPSender(
             tls: tls, allowList: allowList, webPushAllowList: webPushAllowList,
@@ -135,6 +136,9 @@ package final class PushNotifier: Sendable {
         sender.stop()
     }
 
+    /// Waits until the passes queued so far have run (a test stepping its clock).
+    package func drain() { queue.sync {} }
+
     /// Something changed in the store (a commit): look again soon. Coalesced: many wakes while
     /// one is pending make one poll.
     package func wake() {
@@ -170,11 +174,12 @@ package final class PushNotifier: Sendable {
             }
         } catch {
             logger.warning("cannot read the next due time", ("error", "\(error)"))
-            timer.arm(afterMilliseconds: 1000)
+            timer.arm(afterMilliseconds: Self.unreadableStoreRecheckMs)
         }
     }
 
     private func poll() {
+        dispatchPrecondition(condition: .onQueue(queue))  // the pass's reads and claims are the queue's
         let time = now()
         var tookWork = false
         defer { sleepUntilNextDue(passAt: time, tookWork: tookWork) }
@@ -315,6 +320,10 @@ package final class PushNotifier: Sendable {
             "push service refused the relay's credentials or configuration", ("route", "\(route)"), ("error", reason),
             ("suppressed", String(suppressed)))
     }
+
+    /// How soon to look again when the store could not say when the next job falls due (a
+    /// PostgreSQL connection being replaced): soon, but not a busy loop against a failing store.
+    static let unreadableStoreRecheckMs: Int64 = 1000
 
     /// Devices whose refused pushes are counted at most (`resends`).
     static let maxResendsTracked = 100_000

@@ -14,7 +14,7 @@ import Glibc
 /// Why not a Dispatch timer source: on Linux, once any of them has fired, libdispatch's manager
 /// thread wakes every second for good (measured with strace on a bare one-shot source, also after
 /// `cancel()`); a thread sleeping on a condition variable costs nothing until it is needed.
-package final class DemandTimer: Sendable {
+package final class DemandTimer: WakeTimer {
     private struct State {
         /// The next firing (monotonic milliseconds); nil when disarmed.
         var deadline: Int64?

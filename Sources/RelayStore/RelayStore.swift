@@ -1,11 +1,12 @@
 package import RelayCore
 
 /// The relay's storage seam (docs/ARCHITECTURE.md §7): SQLite for one node, PostgreSQL for a
-/// cluster; the rest of the server does not know which one it has.
+/// cluster; the rest of the server does not know which one it has. The push outbox the
+/// scheduler works on is its narrower part, `PushOutbox`.
 ///
 /// Writes complete through a callback once durable (they may be grouped with others into one
 /// transaction); reads are synchronous and see every committed write.
-package protocol RelayStore: Sendable {
+package protocol RelayStore: PushOutbox {
     func accept(_ message: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     /// Several messages, in transactions of bounded size with other writes in between: every
     /// item's outcome, in order (a replay or conflict for an item does not stop the others), once
@@ -58,20 +59,8 @@ package protocol RelayStore: Sendable {
     /// Each device's last-seen-online time.
     func lastOnline(userId: String) throws(StoreError) -> [String: Timestamp]
 
-    // MARK: Push outbox
+    // MARK: Push outbox (the operator's views; the scheduler's part is `PushOutbox`)
 
-    /// The due jobs of the devices `admission` (pure: by free slots per host) takes while they
-    /// are read, oldest due first, coalesced into one batch per device; leaving out the devices
-    /// in `skipping` (device keys, with the ids of their jobs in flight); at most `limit`.
-    func pushBatches(
-        now: Timestamp, limit: Int, skipping: [String: [Int64]], choosing admission: inout HostAdmission
-    ) throws(StoreError) -> [PushBatch]
-    /// Records how delivery attempts ended (one write for all of them); the completion gets what
-    /// each "gone" answer did to its device, by device key (`DeliveryPolicy.gone`: one about a
-    /// token the device no longer has disables nothing).
-    func finish(
-        _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
-        completion: @escaping @Sendable (Result<[String: GoneDecision], StoreError>) -> Void)
     /// Push jobs in `state`, newest first (the dead-letter view).
     func deliveries(state: JobState, userId: String?, limit: Int) throws(StoreError) -> [DeliveryRecord]
     /// Re-queues a dead job with a fresh attempt budget.
@@ -84,19 +73,9 @@ package protocol RelayStore: Sendable {
     func pendingPushCount() throws(StoreError) -> Int
     /// Push jobs by state (the operator's overview).
     func pushJobCounts() throws(StoreError) -> [JobState: Int]
-    /// Carries out a decision taken outside a store transaction (`DeliveryPolicy.caughtUp`: a
-    /// catch-up's pushes wait for the ack); fire and forget, in order with the other writes.
-    func apply(_ effect: PushEffect, now: Timestamp)
-    /// The earliest due time among pending push and event jobs, if any; with `after`, the
-    /// earliest later than that (the scheduler sleeps until then).
-    func nextDueAt(after: Timestamp?) throws(StoreError) -> Timestamp?
 
     /// Queues an event for `eventsUrl` (durable), due at once.
     func queueEvent(type: String, body: [UInt8], now: Timestamp, expiresAt: Timestamp)
-    func dueEvents(now: Timestamp, limit: Int, skipping: Set<Int64>) throws(StoreError) -> [EventJob]
-    func finishEvent(
-        _ job: EventJob, result: DeliveryPolicy.Verdict, now: Timestamp,
-        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
 
     /// A named secret, created with `generate` and stored on first use.
     func secret(named name: String, generate: @Sendable () -> String) throws(StoreError) -> String
@@ -111,9 +90,6 @@ package protocol RelayStore: Sendable {
 
     /// Tells `observer` what the other nodes of a cluster commit.
     func observeCluster(_ observer: ClusterObserver)
-    /// Whether this node delivers pushes and events (and reports presence changes): on a cluster,
-    /// one node at a time.
-    var delivers: Bool { get }
     /// A device went online or offline on this node; the other nodes count it while this node's
     /// lease lasts.
     func announcePresence(userId: String, deviceId: String, online: Bool)
@@ -125,23 +101,4 @@ package protocol RelayStore: Sendable {
     func forgetNode(_ nodeId: String)
     /// Finishes queued writes and closes the database.
     func close()
-}
-
-extension RelayStore {
-    /// Records how one delivery attempt ended.
-    package func finish(
-        _ batch: PushBatch, result: DeliveryPolicy.Verdict, now: Timestamp,
-        completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
-    ) {
-        finish([(batch, result)], now: now) { completion($0.map { _ in () }) }
-    }
-
-    /// Every due device's batch, up to `limit` devices, no host ever full (the tests' way to
-    /// look at what is due).
-    package func duePushes(
-        now: Timestamp, limit: Int, skipping: [String: [Int64]] = [:]
-    ) throws(StoreError) -> [PushBatch] {
-        var admission = HostAdmission.takingAll
-        return try pushBatches(now: now, limit: limit, skipping: skipping, choosing: &admission)
-    }
 }
