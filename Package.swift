@@ -82,15 +82,17 @@ let package = Package(
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// Logging (logfmt) and metrics (Prometheus text), shared by the layers above.
         .target(name: "RelayTelemetry", dependencies: ["RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
-        /// Everything that leaves the relay as a webhook: the notifier (scheduler + policy), the
-        /// HTTP/TLS client, the SSRF guard, the event outbox.
+        /// The ways out of the relay, with no store: the push providers (webhook, APNs, FCM, Web
+        /// Push), the HTTP/1.1 and HTTP/2 clients, TLS, sockets, the SSRF guard.
+        .target(
+            name: "RelayTransport",
+            dependencies: ["RelayCore", "RelayCrypto", "RelayLocks", "RelayPoll", "CTLS", "CNGHTTP2", "WebSocketCodec"],
+            swiftSettings: swiftSettings),
+        /// The scheduler on the store: the notifier (due batches, breakers, outcomes) and the event
+        /// outbox, over the transports.
         .target(
             name: "RelayDelivery",
-            dependencies: [
-                "RelayCore", "RelayCrypto", "RelayLocks", "RelayPoll", "CTLS", "CNGHTTP2", "RelayStore",
-                "RelayTelemetry",
-                "WebSocketCodec",
-            ],
+            dependencies: ["RelayCore", "RelayLocks", "RelayPoll", "RelayStore", "RelayTelemetry", "RelayTransport"],
             swiftSettings: swiftSettings),
         /// The epoll loop that owns upgraded sockets: write queues, pings, dead-peer detection.
         .target(
@@ -126,7 +128,8 @@ let package = Package(
             name: "RelayServer",
             dependencies: [
                 "RelaySettings", "RelayLive", "RelayREST", "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP",
-                "RelayDelivery", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "CLinux", "RelayLocks",
+                "RelayDelivery", "RelayTransport", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "CLinux",
+                "RelayLocks",
             ],
             swiftSettings: swiftSettings
         ),
@@ -151,7 +154,8 @@ let package = Package(
         .testTarget(
             name: "RelayUnitTests",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayLocks", "RelayTelemetry", "RelayTesting",
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayTransport", "RelayLocks", "RelayTelemetry",
+                "RelayTesting",
                 "WebSocketCodec",
                 // An in-memory nghttp2 server session answers HTTP2Session's requests.
                 "CNGHTTP2",

@@ -5,6 +5,7 @@ package import RelayLocks
 package import RelayPoll
 package import RelayStore
 package import RelayTelemetry
+package import RelayTransport
 
 /// Delivers the push outbox: takes due jobs, coalesced per device into one push, hands it to the
 /// device's transport (`PushProvider`: the signed webhook, APNs, FCM, Web Push), and records what `DeliveryPolicy.judge` makes of the answer (delivered; device gone →

@@ -1,8 +1,8 @@
 import Foundation
 import RelayCore
 import RelayCrypto
-import RelayDelivery
 import RelaySettings
+import RelayTransport
 
 /// The push services' credentials, read once at startup from the files the settings name: a
 /// file that is missing or holds no usable key is a configuration error (exit 2), not a

@@ -11,6 +11,7 @@ import RelayREST
 package import RelaySettings
 package import RelayStore
 package import RelayTelemetry
+import RelayTransport
 import RelayWebSocket
 import Synchronization
 import WebSocketCodec

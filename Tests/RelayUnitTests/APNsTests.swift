@@ -1,6 +1,6 @@
 import RelayCore
 import RelayCrypto
-import RelayDelivery
+import RelayTransport
 import Testing
 
 /// The APNs request built from a notice, what APNs's answers mean, and when the provider token is

@@ -1,5 +1,5 @@
 import RelayCore
-import RelayDelivery
+import RelayTransport
 import Testing
 
 /// The FCM HTTP v1 request built from a notice, what FCM's answers mean, and when the access

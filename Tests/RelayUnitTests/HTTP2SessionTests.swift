@@ -1,5 +1,5 @@
 import CNGHTTP2
-import RelayDelivery
+import RelayTransport
 import Testing
 
 /// `HTTP2Session` (the client) against an nghttp2 server session in the same process

@@ -1,5 +1,5 @@
 import CNGHTTP2
-import RelayDelivery
+import RelayTransport
 
 /// The server side of an HTTP/2 connection on an nghttp2 server session, in memory: the peer
 /// `HTTP2Session`'s tests talk to. It records every request and answers as `answer` says, at

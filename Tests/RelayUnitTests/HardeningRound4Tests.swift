@@ -1,6 +1,6 @@
 import RelayCore
 import RelayCrypto
-import RelayDelivery
+import RelayTransport
 import Testing
 import WebSocketCodec
 

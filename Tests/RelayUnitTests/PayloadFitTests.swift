@@ -1,4 +1,4 @@
-import RelayDelivery
+import RelayTransport
 import Testing
 
 /// How payloads are made to fit: the order things go in, and cuts on character boundaries.

@@ -1,6 +1,7 @@
 import RelayCore
 import RelayDelivery
 import RelayStore
+import RelayTransport
 import Testing
 
 /// One push, whatever carries it: what `PushNotice` reads out of a batch, and the webhook body

@@ -4,6 +4,7 @@ import RelayDelivery
 import RelayLocks
 import RelayStore
 import RelayTelemetry
+import RelayTransport
 import Testing
 
 /// The scheduler alone: `PushNotifier` on the memory outbox, a fake push service, and a clock

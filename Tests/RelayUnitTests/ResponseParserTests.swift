@@ -1,4 +1,4 @@
-import RelayDelivery
+import RelayTransport
 import Testing
 
 @Suite struct ResponseParserTests {

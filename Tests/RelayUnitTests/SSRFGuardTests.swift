@@ -1,5 +1,5 @@
 import RelayCore
-import RelayDelivery
+import RelayTransport
 import Testing
 
 /// The SSRF guard over spellings of internal addresses. Nothing here sends traffic: the only

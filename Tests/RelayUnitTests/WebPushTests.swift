@@ -1,6 +1,6 @@
 import RelayCore
-import RelayDelivery
 import RelayStore
+import RelayTransport
 import Testing
 
 /// The Web Push request (before encryption) built from a notice, what a push service's answers

@@ -37,4 +37,14 @@ extension SQLStore {
             return MemoryOutbox.Snapshot(jobs: jobs, entries: entries, devices: devices)
         }
     }
+
+    /// What the migrations made (see `SchemaShape`).
+    package func schemaShape() throws(StoreError) -> SchemaShape {
+        try read { db throws(DatabaseError) in try db.schemaShape() }
+    }
+
+    /// How the database would run `sql` (see `SQLConnection.queryPlan`).
+    package func queryPlan(_ sql: String, _ bindings: [SQLValue] = []) throws(StoreError) -> [String] {
+        try read { db throws(DatabaseError) in try db.queryPlan(sql, bindings) }
+    }
 }
