@@ -18,8 +18,8 @@ let package = Package(
     products: [
         .executable(name: "pushrelay", targets: ["pushrelay"]),
         /// The client SDK for apps: `.product(name: "RelayClient", package: "pushrelay")`. It
-        /// builds from `RelayClient`, `WebSocketCodec` and `RelayLocks` alone (no C library, no
-        /// Debian package).
+        /// builds from `RelayClient`, `WebSocketCodec`, `RelayPrimitives` and `RelayLocks` alone
+        /// (no C library, no Debian package).
         .library(name: "RelayClient", targets: ["RelayClient"]),
     ],
     targets: [
@@ -67,13 +67,16 @@ let package = Package(
         .target(name: "RelayLocks", swiftSettings: swiftSettings),
 
         // MARK: Pure logic
-        .target(name: "RelayCore", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
-        /// RFC 6455 handshake and frames, both roles; no I/O, no dependencies (the client SDK uses it too).
-        .target(name: "WebSocketCodec", swiftSettings: swiftSettings),
+        /// Base64 and incremental UTF-8 validation: the byte codecs everything stands on (the
+        /// client SDK too); no dependencies.
+        .target(name: "RelayPrimitives", swiftSettings: swiftSettings),
+        .target(name: "RelayCore", dependencies: ["RelayPrimitives"], swiftSettings: swiftSettings),
+        /// RFC 6455 handshake and frames, both roles; no I/O (the client SDK uses it too).
+        .target(name: "WebSocketCodec", dependencies: ["RelayPrimitives"], swiftSettings: swiftSettings),
 
         // MARK: I/O layers
         /// libcrypto behind Swift types: HMAC, the push providers' keys and signatures, Web Push encryption.
-        .target(name: "RelayCrypto", dependencies: ["CCrypto", "WebSocketCodec"], swiftSettings: swiftSettings),
+        .target(name: "RelayCrypto", dependencies: ["CCrypto", "RelayPrimitives"], swiftSettings: swiftSettings),
         /// A SQLite VFS that hands a commit's write-ahead-log writes to the kernel in one call.
         .target(name: "CWALBuffer", dependencies: ["CSQLite"]),
         .target(
@@ -86,7 +89,7 @@ let package = Package(
         /// Push), the HTTP/1.1 and HTTP/2 clients, TLS, sockets, the SSRF guard.
         .target(
             name: "RelayTransport",
-            dependencies: ["RelayCore", "RelayCrypto", "RelayLocks", "RelayPoll", "CTLS", "CNGHTTP2", "WebSocketCodec"],
+            dependencies: ["RelayCore", "RelayCrypto", "RelayLocks", "RelayPoll", "CTLS", "CNGHTTP2", "RelayPrimitives"],
             swiftSettings: swiftSettings),
         /// The scheduler on the store: the notifier (due batches, breakers, outcomes) and the event
         /// outbox, over the transports.
@@ -106,7 +109,7 @@ let package = Package(
         // MARK: The server, by job (each imports only the ones above it)
         /// The settings: parsed once (file, environment, flags) into `RelayConfig`, and checked.
         .target(
-            name: "RelaySettings", dependencies: ["RelayCore", "RelayHTTP", "RelayTelemetry", "WebSocketCodec"],
+            name: "RelaySettings", dependencies: ["RelayCore", "RelayHTTP", "RelayTelemetry", "RelayPrimitives"],
             swiftSettings: swiftSettings),
         /// The live side: WebSocket sessions, fan-out, presence, cluster leases, signals.
         .target(
@@ -120,7 +123,7 @@ let package = Package(
             name: "RelayREST",
             dependencies: [
                 "RelaySettings", "RelayLive", "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP", "RelayTelemetry",
-                "RelayWebSocket", "WebSocketCodec", "RelayConsole", "RelayLocks",
+                "RelayWebSocket", "WebSocketCodec", "RelayPrimitives", "RelayConsole", "RelayLocks",
             ],
             swiftSettings: swiftSettings),
         /// Wiring and lifecycle: the app, its services' order, secrets, the CLI's commands.
@@ -128,7 +131,8 @@ let package = Package(
             name: "RelayServer",
             dependencies: [
                 "RelaySettings", "RelayLive", "RelayREST", "RelayCore", "RelayCrypto", "RelayStore", "RelayHTTP",
-                "RelayDelivery", "RelayTransport", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "CLinux",
+                "RelayDelivery", "RelayTransport", "RelayTelemetry", "RelayWebSocket", "WebSocketCodec", "RelayPrimitives",
+                "CLinux",
                 "RelayLocks",
             ],
             swiftSettings: swiftSettings
@@ -155,8 +159,7 @@ let package = Package(
             name: "RelayUnitTests",
             dependencies: [
                 "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayTransport", "RelayLocks", "RelayTelemetry",
-                "RelayTesting",
-                "WebSocketCodec",
+                "RelayTesting", "WebSocketCodec", "RelayPrimitives",
                 // An in-memory nghttp2 server session answers HTTP2Session's requests.
                 "CNGHTTP2",
             ],
@@ -166,7 +169,7 @@ let package = Package(
             name: "RelayServerTests",
             dependencies: [
                 "RelayServer", "RelaySettings", "RelayLive", "RelayREST", "RelayCore", "RelayLocks", "RelayStore",
-                "RelayTelemetry", "RelayTesting", "RelayClient",
+                "RelayTelemetry", "RelayTesting", "RelayClient", "RelayPrimitives",
             ],
             swiftSettings: swiftSettings
         ),
@@ -179,6 +182,6 @@ if ProcessInfo.processInfo.environment["PUSHRELAY_FUZZ"] != nil {
     package.targets += [
         .executableTarget(name: "FuzzWebSocket", dependencies: ["WebSocketCodec"], swiftSettings: swiftSettings),
         .executableTarget(name: "FuzzJSON", dependencies: ["RelayCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "FuzzToken", dependencies: ["RelayCore", "WebSocketCodec"], swiftSettings: swiftSettings),
+        .executableTarget(name: "FuzzToken", dependencies: ["RelayCore", "RelayPrimitives"], swiftSettings: swiftSettings),
     ]
 }

@@ -1,5 +1,5 @@
 import RelayCore
-import WebSocketCodec
+import RelayPrimitives
 
 /// A toy MAC keeps the harness free of C libraries; the codec's parsing logic is what is fuzzed.
 func toyMAC(_ message: [UInt8]) -> [UInt8] {

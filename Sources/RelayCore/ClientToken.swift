@@ -1,4 +1,4 @@
-import WebSocketCodec
+import RelayPrimitives
 
 /// The claims of a client token: who may read which inbox, until when.
 package struct ClientClaims: Sendable, Equatable {

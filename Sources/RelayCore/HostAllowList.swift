@@ -1,4 +1,4 @@
-import WebSocketCodec
+import RelayPrimitives
 
 /// The hosts and ports a push or events URL may point at (the SSRF guard's configuration).
 ///

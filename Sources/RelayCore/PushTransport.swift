@@ -1,4 +1,4 @@
-import WebSocketCodec
+import RelayPrimitives
 
 /// How a device is reached when it is not online: the signed webhook, or a push service the
 /// relay speaks itself. A device has exactly one. Parsed once from the device's JSON (the API

@@ -1,4 +1,4 @@
-import WebSocketCodec
+import RelayPrimitives
 
 /// Strict UTF-8 validation (RFC 3629): no overlongs, no surrogates, nothing above U+10FFFF.
 /// One implementation serves the JSON parser and WebSocket text frames: this is the codec's

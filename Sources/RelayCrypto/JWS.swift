@@ -1,4 +1,4 @@
-internal import WebSocketCodec
+internal import RelayPrimitives
 
 /// JWS Compact Serialization (RFC 7515 §7.1), the shape of APNs provider tokens, VAPID tokens
 /// and Google's OAuth assertions. Callers bring the header and claims as JSON bytes, so this

@@ -1,7 +1,7 @@
 import Foundation
 import RelayCore
 import RelayHTTP
-import WebSocketCodec
+import RelayPrimitives
 
 extension HTTPRequest {
     /// The body as a JSON value: 415 unless it is declared JSON, 400 when it does not parse.

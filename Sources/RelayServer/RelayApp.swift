@@ -7,6 +7,7 @@ import RelayDelivery
 import RelayHTTP
 import RelayLive
 import RelayLocks
+import RelayPrimitives
 import RelayREST
 package import RelaySettings
 package import RelayStore
@@ -14,7 +15,6 @@ package import RelayTelemetry
 import RelayTransport
 import RelayWebSocket
 import Synchronization
-import WebSocketCodec
 
 /// The running relay: store, API and HTTP server wired together, with an orderly shutdown.
 ///

@@ -1,8 +1,8 @@
 import Foundation
 package import RelayCore
 import RelayHTTP
+import RelayPrimitives
 import RelayTelemetry
-import WebSocketCodec
 
 /// Builds a `RelayConfig` from file, environment and flags, in that order of precedence
 /// (flags win). One table names each setting once for all three sources.

@@ -1,4 +1,4 @@
-import WebSocketCodec
+import RelayPrimitives
 
 /// A Standard Webhooks signing secret, `whsec_<base64 key bytes>`; the HMAC key is the decoded
 /// bytes, so that any Standard Webhooks receiver library verifies our signatures unchanged.

@@ -1,4 +1,4 @@
-import WebSocketCodec
+import RelayPrimitives
 
 /// An HTTP/1.x response read incrementally, as bytes arrive on a non-blocking socket: status,
 /// the few headers a webhook sender acts on, and at most `maxBodyBytes` of the body (skipped).

@@ -1,3 +1,5 @@
+import RelayPrimitives
+
 /// The protocol state of one WebSocket, without I/O (RFC 6455 §5.4–5.5, §7): reassembles
 /// fragmented messages, validates text as UTF-8 across fragments, answers pings, runs the close
 /// handshake, and fails the connection with the right code on any violation.

@@ -1,3 +1,5 @@
+import RelayPrimitives
+
 /// The opening handshake (RFC 6455 §4), both roles, as pure functions over header values.
 package enum WebSocketHandshake {
     static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -120,16 +122,5 @@ package enum WebSocketHandshake {
     /// Comma-separated header tokens, lower-cased.
     private static func tokens(_ value: String?) -> [String] {
         (value ?? "").split(separator: ",").map { String($0).trimmingASCIISpaces().lowercased() }
-    }
-}
-
-extension StringProtocol {
-    /// Without leading and trailing spaces and tabs (HTTP's optional whitespace): the one trimmer
-    /// of the code base, here because this is its lowest target.
-    package func trimmingASCIISpaces() -> String {
-        var text = Substring(self)
-        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
-        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
-        return String(text)
     }
 }

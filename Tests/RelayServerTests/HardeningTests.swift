@@ -1,9 +1,9 @@
 import Foundation
 import RelayCore
 import RelayCrypto
+import RelayPrimitives
 import RelayTesting
 import Testing
-import WebSocketCodec
 
 #if canImport(Glibc)
 import Glibc

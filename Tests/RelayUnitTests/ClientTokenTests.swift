@@ -1,7 +1,7 @@
 import RelayCore
 import RelayCrypto
+import RelayPrimitives
 import Testing
-import WebSocketCodec
 
 @Suite struct ClientTokenTests {
     static let secret = Array("a-secret-that-is-long-enough-for-hs256!!".utf8)

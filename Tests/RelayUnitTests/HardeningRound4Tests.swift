@@ -1,8 +1,8 @@
 import RelayCore
 import RelayCrypto
+import RelayPrimitives
 import RelayTransport
 import Testing
-import WebSocketCodec
 
 /// The delivery decisions hardening round 4 added: a refused stream resent a bounded number of
 /// times, routes never shared between transports, rejected tokens judged before a device is

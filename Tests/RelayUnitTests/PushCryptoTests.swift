@@ -1,7 +1,7 @@
 import RelayCore
 import RelayCrypto
+import RelayPrimitives
 import Testing
-import WebSocketCodec
 
 /// The keys and signatures behind APNs (ES256), FCM (RS256) and Web Push (ECDH).
 @Suite struct PushCryptoTests {

@@ -1,3 +1,4 @@
+import RelayPrimitives
 import Testing
 import WebSocketCodec
 

@@ -1,4 +1,4 @@
-import WebSocketCodec
+import RelayPrimitives
 
 /// When to try a failed delivery again: exponential backoff with full jitter (a uniformly random
 /// delay between 0 and `min(cap, base · 2^attempt)`), which spreads retries of many jobs that

@@ -1,5 +1,5 @@
 package import RelayCore
-import WebSocketCodec
+import RelayPrimitives
 
 /// One push, as every transport sees it: the webhook, APNs, FCM and Web Push each build their
 /// request from this value alone, so what a device is told does not depend on how it is reached.

@@ -1,7 +1,7 @@
 import RelayCore
 package import RelayCrypto
 import RelayLocks
-import WebSocketCodec
+import RelayPrimitives
 
 /// The relay's Web Push identity (RFC 8292): its P-256 key, whose public half browsers got as
 /// `applicationServerKey`, and the contact `sub`. One JWT per push-service origin, on

@@ -1,5 +1,5 @@
 package import RelayCore
-import WebSocketCodec
+import RelayPrimitives
 
 /// The request that hands one push to a Web Push service (RFC 8030) at the subscription's
 /// endpoint, before encryption: the shell encrypts `plaintext` (RFC 8291, `aes128gcm`) and adds

@@ -1,0 +1,10 @@
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs (HTTP's optional whitespace): the one trimmer
+    /// of the code base, here because this is its lowest target.
+    package func trimmingASCIISpaces() -> String {
+        var text = Substring(self)
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return String(text)
+    }
+}
