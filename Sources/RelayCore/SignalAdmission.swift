@@ -8,7 +8,7 @@
 ///
 /// Pure: the caller supplies the time and reports the end of each forward it was allowed.
 package struct SignalAdmission: Sendable {
-    package enum Verdict: Sendable, Equatable {
+    package enum Choice: Sendable, Equatable {
         /// Forward it; call `finished()` once the receiver answered (or did not in time).
         case forward
         /// The user sent more than its rate.
@@ -50,7 +50,7 @@ package struct SignalAdmission: Sendable {
 
     /// Decides one signal of `userId`. A signal dropped because the budget in flight is full
     /// does not use the user's rate (the user did nothing wrong).
-    package mutating func admit(userId: String, now: Timestamp) -> Verdict {
+    package mutating func admit(userId: String, now: Timestamp) -> Choice {
         guard inFlight < maxInFlight else { return .busy }
         var budget =
             users[userId]

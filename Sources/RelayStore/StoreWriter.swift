@@ -44,7 +44,7 @@ package final class StoreWriter: @unchecked Sendable {
     }
 
     /// What `submit` does with a write.
-    private enum Admission { case closed, queued, leading }
+    private enum Submission { case closed, queued, leading }
 
     private let connection: any SQLConnection
     /// Locks the rows of the given keys, in the order given, at the start of each transaction
@@ -129,7 +129,7 @@ package final class StoreWriter: @unchecked Sendable {
             leadIfIdle && !bulk && connection.dialect.isInProcess
             && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
         let began = DemandTimer.now()
-        let admission = state.withLock { state -> Admission in
+        let submission = state.withLock { state -> Submission in
             guard !state.stopping else { return .closed }
             if mayLead, !state.committing, state.queue.isEmpty, state.bulk.isEmpty {
                 state.committing = true
@@ -139,7 +139,7 @@ package final class StoreWriter: @unchecked Sendable {
             if bulk { state.bulk.append(operation) } else { state.queue.append(operation) }
             return .queued
         }
-        switch admission {
+        switch submission {
         case .closed:
             completion(.failure(.closed))
         case .queued:

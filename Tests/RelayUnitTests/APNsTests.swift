@@ -228,7 +228,7 @@ import Testing
     static func judge(
         _ status: Int, _ reason: String? = nil, headers: [(name: String, value: String)] = []
     )
-        -> ProviderVerdict
+        -> AnswerOutcome
     {
         let body = reason.map { Array(#"{"reason":"\#($0)","timestamp":1700000000000}"#.utf8) } ?? []
         return APNsAnswer.judge(status: status, body: body, headers: headers)

@@ -159,8 +159,7 @@ import Testing
                 .utf8)
     }
 
-    static func judge(_ status: Int, _ body: [UInt8], headers: [(name: String, value: String)] = []) -> ProviderVerdict
-    {
+    static func judge(_ status: Int, _ body: [UInt8], headers: [(name: String, value: String)] = []) -> AnswerOutcome {
         FCMAnswer.judge(status: status, body: body, headers: headers)
     }
 

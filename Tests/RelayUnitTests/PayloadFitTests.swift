@@ -39,11 +39,11 @@ import Testing
     }
 
     @Test func providerWordsAreMadeSafeToStore() {
-        #expect(ProviderResponse.printable("a\r\nb\u{7F}c\u{85}d") == "a  b c d")
-        #expect(ProviderResponse.printable(String(repeating: "é", count: 300)).count == 200)
-        #expect(ProviderResponse.header("retry-after", in: [("Retry-After", "5"), ("retry-after", "6")]) == "5")
-        #expect(ProviderResponse.retryAfter(in: [("RETRY-AFTER", "Wed, 21 Oct 2015 07:28:00 GMT")]) == nil)
-        #expect(ProviderResponse.retryAfter(in: [("retry-after", "86401")]) == nil)
-        #expect(ProviderResponse.retryAfter(in: [("retry-after", "2")]) == 2000)
+        #expect(ProviderAnswer.printable("a\r\nb\u{7F}c\u{85}d") == "a  b c d")
+        #expect(ProviderAnswer.printable(String(repeating: "é", count: 300)).count == 200)
+        #expect(ProviderAnswer.header("retry-after", in: [("Retry-After", "5"), ("retry-after", "6")]) == "5")
+        #expect(ProviderAnswer.retryAfter(in: [("RETRY-AFTER", "Wed, 21 Oct 2015 07:28:00 GMT")]) == nil)
+        #expect(ProviderAnswer.retryAfter(in: [("retry-after", "86401")]) == nil)
+        #expect(ProviderAnswer.retryAfter(in: [("retry-after", "2")]) == 2000)
     }
 }

@@ -7,13 +7,13 @@ import Testing
     /// The rate belongs to the user, not to a socket: 20 sockets of one user share one burst.
     @Test func aUserHasOneRateWhateverItsSockets() {
         var admission = SignalAdmission(maxInFlight: 1000, ratePerSecond: 10)
-        var verdicts: [SignalAdmission.Verdict] = []
+        var choices: [SignalAdmission.Choice] = []
         for _ in 0..<20 {  // one signal from each of 20 sockets, then one more from each
-            verdicts.append(admission.admit(userId: "sam", now: at(0)))
-            verdicts.append(admission.admit(userId: "sam", now: at(0)))
+            choices.append(admission.admit(userId: "sam", now: at(0)))
+            choices.append(admission.admit(userId: "sam", now: at(0)))
         }
-        #expect(verdicts.filter { $0 == .forward }.count == 20)  // the burst: twice the rate
-        #expect(verdicts.filter { $0 == .rateLimited }.count == 20)
+        #expect(choices.filter { $0 == .forward }.count == 20)  // the burst: twice the rate
+        #expect(choices.filter { $0 == .rateLimited }.count == 20)
         // Another user is not affected.
         #expect(admission.admit(userId: "tia", now: at(0)) == .forward)
         // 100 ms at 10/s is one more signal.
@@ -28,8 +28,8 @@ import Testing
     @Test func forwardsInFlightAreBounded() {
         var admission = SignalAdmission(maxInFlight: 3, ratePerSecond: 10)
         let users = (0..<10).map { "user\($0)" }
-        let verdicts = users.map { admission.admit(userId: $0, now: at(0)) }
-        #expect(verdicts == Array(repeating: .forward, count: 3) + Array(repeating: .busy, count: 7))
+        let choices = users.map { admission.admit(userId: $0, now: at(0)) }
+        #expect(choices == Array(repeating: .forward, count: 3) + Array(repeating: .busy, count: 7))
         #expect(admission.inFlight == 3)
         admission.finished()
         #expect(admission.admit(userId: "user9", now: at(10)) == .forward)

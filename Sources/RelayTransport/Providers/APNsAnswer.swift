@@ -24,18 +24,18 @@ import RelayCore
 package enum APNsAnswer {
     /// Apple's `reason`, printable.
     package static func reason(_ body: [UInt8]) -> String? {
-        ProviderResponse.object(body)?["reason"]?.stringValue.map(ProviderResponse.printable)
+        ProviderAnswer.object(body)?["reason"]?.stringValue.map(ProviderAnswer.printable)
     }
 
     package static func judge(
         status: Int, body: [UInt8], headers: [(name: String, value: String)]
-    ) -> ProviderVerdict {
+    ) -> AnswerOutcome {
         if (200..<300).contains(status) { return .settled(.delivered) }
         let reason = Self.reason(body)
         let text = "APNs: " + (reason ?? "HTTP \(status)")
         switch (status, reason) {
         case (410, _):
-            let since = ProviderResponse.object(body)?["timestamp"]?.int64Value
+            let since = ProviderAnswer.object(body)?["timestamp"]?.int64Value
             return .settled(.deviceGone(reason: text, since: since))
         case (400, "BadDeviceToken"?), (400, "DeviceTokenNotForTopic"?):
             return .settled(.tokenRejected(reason: text))
@@ -45,7 +45,7 @@ package enum APNsAnswer {
             (429, "TooManyProviderTokenUpdates"?):
             return .settled(.misconfigured(reason: text))
         case (429, _), (500..<600, _), (400, "IdleTimeout"?):
-            let notBefore = ProviderResponse.retryAfter(in: headers)
+            let notBefore = ProviderAnswer.retryAfter(in: headers)
             return .settled(.retry(reason: text, notBeforeMilliseconds: notBefore))
         default:
             return .settled(.dead(reason: text))

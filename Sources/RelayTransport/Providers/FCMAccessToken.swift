@@ -30,7 +30,7 @@ package struct FCMAccessToken: Sendable, Equatable {
 
     /// - Parameter requestedAt: when the token request was sent (ms).
     package init(response: [UInt8], requestedAt: Int64) throws(ParseError) {
-        guard let object = ProviderResponse.object(response) else { throw .notAnObject }
+        guard let object = ProviderAnswer.object(response) else { throw .notAnObject }
         guard let token = object["access_token"]?.stringValue, !token.isEmpty,
             token.utf8.allSatisfy({ (0x21...0x7E).contains($0) })
         else { throw .badAccessToken }

@@ -21,15 +21,15 @@ package enum FCMAnswer {
 
     package static func judge(
         status: Int, body: [UInt8], headers: [(name: String, value: String)]
-    ) -> ProviderVerdict {
+    ) -> AnswerOutcome {
         if (200..<300).contains(status) { return .settled(.delivered) }
-        let error = ProviderResponse.object(body)?["error"]
+        let error = ProviderAnswer.object(body)?["error"]
         let details: [JSONValue]
         if case .array(let elements)? = error?["details"] { details = elements } else { details = [] }
         let errorCode = details.first { $0["@type"]?.stringValue == fcmErrorType }?["errorCode"]?.stringValue
         let message = error?["message"]?.stringValue
-        let code = (errorCode ?? error?["status"]?.stringValue).map(ProviderResponse.printable)
-        let text = "FCM: " + (code ?? "HTTP \(status)") + (message.map { " (\(ProviderResponse.printable($0)))" } ?? "")
+        let code = (errorCode ?? error?["status"]?.stringValue).map(ProviderAnswer.printable)
+        let text = "FCM: " + (code ?? "HTTP \(status)") + (message.map { " (\(ProviderAnswer.printable($0)))" } ?? "")
         switch status {
         case 400:
             return .settled(
@@ -42,7 +42,7 @@ package enum FCMAnswer {
         case 404:
             return .settled(errorCode == "UNREGISTERED" ? .deviceGone(reason: text) : .misconfigured(reason: text))
         case 429, 500..<600:
-            return .settled(.retry(reason: text, notBeforeMilliseconds: ProviderResponse.retryAfter(in: headers)))
+            return .settled(.retry(reason: text, notBeforeMilliseconds: ProviderAnswer.retryAfter(in: headers)))
         default:
             return .settled(.dead(reason: text))
         }

@@ -15,15 +15,15 @@ package enum WebPushAnswer {
         status: Int, body: [UInt8], headers: [(name: String, value: String)]
     ) -> DeliveryOutcome {
         // Services explain in JSON: Mozilla's `message`, Apple's `reason`.
-        let object = ProviderResponse.object(body)
-        let words = (object?["reason"] ?? object?["message"])?.stringValue.map(ProviderResponse.printable)
+        let object = ProviderAnswer.object(body)
+        let words = (object?["reason"] ?? object?["message"])?.stringValue.map(ProviderAnswer.printable)
         let text = "Web Push: HTTP \(status)" + (words.map { " (\($0))" } ?? "")
         switch status {
         case 200..<300: return .delivered
         case 404, 410: return .deviceGone(reason: text)
         case 401, 403: return .tokenRejected(reason: text)
         case 429, 500..<600:
-            return .retry(reason: text, notBeforeMilliseconds: ProviderResponse.retryAfter(in: headers))
+            return .retry(reason: text, notBeforeMilliseconds: ProviderAnswer.retryAfter(in: headers))
         default: return .dead(reason: text)
         }
     }

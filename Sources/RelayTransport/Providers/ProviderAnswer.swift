@@ -3,7 +3,7 @@ package import RelayCore
 /// Reading a provider's answer: its headers (HTTP/2 names are lower-case, HTTP/1.1 ones may not
 /// be) and the text it gives for a failure, kept short and printable because it ends up in the
 /// store (`last_error`, `disabled_reason`), in events and in logs.
-package enum ProviderResponse {
+package enum ProviderAnswer {
     /// The longest provider-supplied text kept in a reason.
     package static let maxReasonLength = 200
 
