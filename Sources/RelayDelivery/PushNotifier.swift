@@ -59,9 +59,9 @@ package final class PushNotifier: Sendable {
     private let now: @Sendable () -> Timestamp
     private let queue = DispatchQueue(label: "pushrelay-notifier")
     private let timer: any WakeTimer
-    /// Devices with a delivery in flight, with the ids of its jobs: their other due jobs wait, so
-    /// one device never gets two pushes racing each other.
-    private let inFlight = LockedValue<[String: [Int64]]>([:])
+    /// Devices and routes in flight, breakers, requeue and rejected-token runs, credentials
+    /// lines: one value, one lock (`SchedulerState`).
+    private let state: LockedValue<SchedulerState>
     /// The chat server's event webhook, if configured.
     private let eventsURL: PushURL?
     private let sender: HTTPSender
@@ -70,22 +70,9 @@ package final class PushNotifier: Sendable {
     private let providers: [PushTransport.Kind: any PushProvider]
     private let eventsInFlight = LockedValue<Set<Int64>>([])
     private let pollScheduled = LockedValue(false)
-    /// One breaker per route (`PushRoute`: transport, credential, `host:port`).
-    private let breakers = LockedValue<[PushRoute: CircuitBreaker]>([:])
-    /// Deliveries in flight per route.
-    private let hostsInFlight = LockedValue<[PushRoute: Int]>([:])
-    /// Devices whose last push was requeued (never processed), with how many times in a row.
-    private let resends = LockedValue<[String: Int]>([:])
-    /// Whether a rejected token is the device's or the configuration's, per route.
-    private let rejectedTokens = LockedValue(RejectedTokens())
-    /// When each route's last credentials line was logged, and how many were held back since.
-    private let credentialLines = LockedValue<[PushRoute: (at: Timestamp, suppressed: Int)]>([:])
     /// Error and warning lines about pushes: one per failing attempt would be a flood (any
     /// client can make its own pushes fail).
     private let pushLogThrottle: LogThrottle
-    /// Set by `stop`: outcomes after it (deliveries cut short) are not recorded; their jobs stay
-    /// pending and go again after the restart.
-    private let stopping = LockedValue(false)
     /// Used by the scheduler pass only (the lock is never contended).
     private let admission: LockedValue<HostAdmission>
 
@@ -116,6 +103,7 @@ package final class PushNotifier: Sendable {
                 )
             })
         self.store = store
+        state = LockedValue(SchedulerState(policy: settings.policy))
         self.settings = settings
         self.metrics = metrics
         self.logger = logger
@@ -130,7 +118,7 @@ package final class PushNotifier: Sendable {
     }
 
     package func stop() {
-        stopping.withLock { $0 = true }
+        state.withLock { $0.stop() }
         timer.stop()
         queue.sync {}
         for provider in providers.values { provider.stop() }
@@ -185,12 +173,11 @@ package final class PushNotifier: Sendable {
         var tookWork = false
         defer { sleepUntilNextDue(passAt: time, tookWork: tookWork) }
         pollEvents()
-        let busy = inFlight.withLock { $0 }
+        let (busy, taken) = state.withLock { ($0.inFlight, $0.routesInFlight) }
         let room = settings.maxInFlight - busy.count
         guard room > 0 else { return }
         let batches: [PushBatch]
         do {
-            let taken = hostsInFlight.withLock { $0 }
             batches = try admission.withLock { admission in
                 admission.begin(inFlight: taken)
                 return try store.pushBatches(now: time, limit: room, skipping: busy, choosing: &admission)
@@ -202,67 +189,21 @@ package final class PushNotifier: Sendable {
         // Every batch taken ends in `finish`, which wakes the next pass.
         tookWork = !batches.isEmpty
         for batch in batches {
-            let claimed = inFlight.withLock { inFlight in
-                guard inFlight[batch.deviceKey] == nil else { return false }
-                inFlight[batch.deviceKey] = batch.jobIds
-                return true
-            }
-            guard claimed else { continue }
             guard let target = admission.withLock({ $0.placed(batch) }) else {
-                finish(batch, .dead(error: "the device's push transport is malformed"), started: time)
+                if state.withLock({ $0.claim(batch) }) {
+                    finish(batch, .dead(error: "the device's push transport is malformed"), started: time)
+                }
                 continue
             }
-            switch settings.policy.due(
-                expiresAt: batch.expiresAt.milliseconds, host: gate(target, at: time), now: time.milliseconds,
-                random: { Double.random(in: 0...1) })
-            {
+            switch state.withLock({ $0.start(batch, to: target, now: time, random: { Double.random(in: 0...1) }) }) {
             case .attempt:
-                attempt(batch, to: target, at: time)
-            case .holdDue:
-                // The job stays due; a delivery to that host finishing wakes the scheduler.
-                inFlight.withLock { $0[batch.deviceKey] = nil }
+                deliver(batch, to: target)
+            case .inFlight, .holdDue:
+                // Held: the job stays due; a delivery to that route finishing wakes the scheduler.
+                continue
             case .finish(let verdict):
                 finish(batch, verdict, started: time)
             }
-        }
-    }
-
-    /// Whether the target's host can take an attempt now, without changing its breaker (an
-    /// expired job must not use up the probe).
-    private func gate(_ target: HostAdmission.Target, at time: Timestamp) -> HostGate {
-        let route = target.route
-        if let until = breakers.withLock({ $0[route]?.pausedUntil(at: time) }) { return .paused(until: until) }
-        let busy = hostsInFlight.withLock { $0[route, default: 0] }
-        return busy < target.slots ? .open : .full
-    }
-
-    /// Takes the breaker's go-ahead (the probe, for a host that was paused) and a slot, then sends.
-    private func attempt(_ batch: PushBatch, to target: HostAdmission.Target, at time: Timestamp) {
-        let route = target.route
-        guard breakers.withLock({ $0[route, default: CircuitBreaker()].allows(at: time) }) else {
-            finish(batch, DeliveryPolicy.probeTaken(now: time.milliseconds), started: time)
-            return
-        }
-        guard takeHostSlot(target) else {
-            inFlight.withLock { $0[batch.deviceKey] = nil }
-            return
-        }
-        deliver(batch, to: target)
-    }
-
-    private func takeHostSlot(_ target: HostAdmission.Target) -> Bool {
-        hostsInFlight.withLock { hosts in
-            let route = target.route
-            guard hosts[route, default: 0] < target.slots else { return false }
-            hosts[route, default: 0] += 1
-            return true
-        }
-    }
-
-    private func releaseHostSlot(_ route: PushRoute) {
-        hostsInFlight.withLock { hosts in
-            let left = hosts[route, default: 1] - 1
-            hosts[route] = left > 0 ? left : nil
         }
     }
 
@@ -272,65 +213,26 @@ package final class PushNotifier: Sendable {
         let kind = target.transport.kind
         guard let provider = providers[kind] else {
             // A device registered while the service had credentials, and the relay restarted without.
-            releaseHostSlot(route)
+            state.withLock { $0.abandoned(on: route) }
             return finish(batch, .dead(error: "\(kind.member) is not configured on this relay"), started: started)
         }
         provider.send(batch, to: target.transport, at: started) { [self] outcome in
-            releaseHostSlot(route)
-            let rejection = rejectedTokens.withLock { $0.answered(outcome, on: route, device: batch.deviceKey) }
-            switch (outcome, rejection) {
-            case (.misconfigured(let reason), _), (.tokenRejected(let reason), .misconfigured?):
-                // No device is at fault and none is touched: the operator must act.
-                credentialsRefused(on: route, reason)
-            default:
-                break
+            let time = now()
+            let answered = state.withLock {
+                $0.answered(batch, on: route, outcome: outcome, now: time, random: { Double.random(in: 0...1) })
             }
-            let resent = resends.withLock { $0[batch.deviceKey, default: 0] }
-            let decision = settings.policy.answered(
-                outcome, attempts: batch.attempts, expiresAt: batch.expiresAt.milliseconds, now: now().milliseconds,
-                resends: resent, rejection: rejection ?? .deviceGone, random: { Double.random(in: 0...1) })
-            resends.withLock { resends in
-                if case .requeue = decision.verdict {
-                    // (Bounded: a device deleted between its refusals would stay in it.)
-                    if resends.count >= Self.maxResendsTracked { resends.removeAll() }
-                    resends[batch.deviceKey] = resent + 1
-                } else {
-                    resends[batch.deviceKey] = nil
-                }
+            if let line = answered.credentialsLine {
+                logger.error(
+                    "push service refused the relay's credentials or configuration", ("route", "\(route)"),
+                    ("error", line.reason), ("suppressed", String(line.suppressed)))
             }
-            recordHealth(route, decision.host)
-            finish(batch, decision.verdict, started: started)
+            finish(batch, answered.decision.verdict, started: started)
         }
-    }
-
-    /// Logs that a route's service refused the relay's credentials or configuration: once a
-    /// minute per route at most (every push on it fails alike until the operator acts).
-    private func credentialsRefused(on route: PushRoute, _ reason: String) {
-        let time = now()
-        let suppressed = credentialLines.withLock { lines -> Int? in
-            let last = lines[route]
-            if let last, time.milliseconds - last.at.milliseconds < Self.credentialLineIntervalMs {
-                lines[route] = (last.at, last.suppressed + 1)
-                return nil
-            }
-            lines[route] = (time, 0)
-            return last?.suppressed ?? 0
-        }
-        guard let suppressed else { return }
-        logger.error(
-            "push service refused the relay's credentials or configuration", ("route", "\(route)"), ("error", reason),
-            ("suppressed", String(suppressed)))
     }
 
     /// How soon to look again when the store could not say when the next job falls due (a
     /// PostgreSQL connection being replaced): soon, but not a busy loop against a failing store.
     static let unreadableStoreRecheckMs: Int64 = 1000
-
-    /// Devices whose refused pushes are counted at most (`resends`).
-    static let maxResendsTracked = 100_000
-
-    /// At most one credentials line per route in this time.
-    static let credentialLineIntervalMs: Int64 = 60_000
 
     /// Runs `log` unless push log lines are over their rate; it gets how many were dropped since.
     private func logThrottled(_ log: (String) -> Void) {
@@ -386,23 +288,9 @@ package final class PushNotifier: Sendable {
         }
     }
 
-    /// Feeds the breaker of a route with what its receiver did (`DeliveryPolicy.HostHealth`).
-    private func recordHealth(_ route: PushRoute, _ health: DeliveryPolicy.HostHealth) {
-        let time = now()
-        breakers.withLock { breakers in
-            switch health {
-            case .alive: breakers[route, default: CircuitBreaker()].recordSuccess()
-            case .failing: breakers[route, default: CircuitBreaker()].recordFailure(at: time)
-            case .unknown: breakers[route]?.recordInconclusive(at: time)
-            }
-        }
-    }
-
     /// Routes whose breaker is not closed (for the operator's overview).
     package var breakerStates: [(route: PushRoute, state: CircuitBreaker.State)] {
-        breakers.withLock { breakers in
-            breakers.filter { $0.value.isOpen }.sorted { "\($0.key)" < "\($1.key)" }.map { ($0.key, $0.value.state) }
-        }
+        state.withLock { $0.breakerStates }
     }
 
     /// Routes whose breaker is open (for /metrics): transport, credential and `host:port`.
@@ -429,12 +317,9 @@ package final class PushNotifier: Sendable {
     private let recording = LockedValue<(waiting: [Finished], writing: Bool)>(([], false))
 
     private func finish(_ batch: PushBatch, _ result: DeliveryPolicy.Verdict, started: Timestamp) {
-        guard !stopping.withLock({ $0 }) else {
-            // Cut short by the stop ("the relay is stopping"): not an attempt; the jobs stay
-            // pending, and the store may be closing.
-            inFlight.withLock { $0[batch.deviceKey] = nil }
-            return
-        }
+        // Cut short by the stop ("the relay is stopping"): not an attempt; the jobs stay pending,
+        // and the store may be closing.
+        guard state.withLock({ $0.recording(batch) }) else { return }
         let finished = Finished(batch: batch, result: result, started: started, at: now())
         let outcomes = recording.withLock { recording -> [Finished]? in
             recording.waiting.append(finished)
@@ -448,9 +333,7 @@ package final class PushNotifier: Sendable {
 
     private func record(_ outcomes: [Finished]) {
         store.finish(outcomes.map { ($0.batch, $0.result) }, now: now()) { [self] stored in
-            inFlight.withLock { inFlight in
-                for outcome in outcomes { inFlight[outcome.batch.deviceKey] = nil }
-            }
+            state.withLock { $0.recorded(devices: outcomes.map(\.batch.deviceKey)) }
             wake()  // the devices (and maybe their hosts) are free again
             for outcome in outcomes { settled(outcome, stored) }
             let next = recording.withLock { recording -> [Finished]? in

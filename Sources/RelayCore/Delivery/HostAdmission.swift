@@ -14,6 +14,12 @@ package struct HostAdmission: Sendable {
         package let transport: PushTransport
         package let route: PushRoute
         package let slots: Int
+
+        package init(transport: PushTransport, route: PushRoute, slots: Int) {
+            self.transport = transport
+            self.route = route
+            self.slots = slots
+        }
     }
 
     /// How many due devices a pass looks past once their hosts are full, looking for other
