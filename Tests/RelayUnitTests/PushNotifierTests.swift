@@ -95,10 +95,11 @@ import Testing
     /// A delivery cut short by the stop is not recorded: its job stays pending, no attempt counted.
     @Test func anOutcomeAfterTheStopIsNotRecorded() throws {
         let relay = try Relay(answers: [])
+        defer { relay.service.dropHeld() }
         relay.commit("m1", at: 0)
         relay.step(to: 300)
         #expect(relay.service.sent.count == 1)
-        relay.stop()
+        relay.notifier.stop()
         relay.service.answer(.delivered)
         relay.settle()
         #expect(relay.jobs.first?.state == .pending && relay.jobs.first?.attempts == 0)
@@ -182,6 +183,9 @@ import Testing
             let held = state.withLock { $0.held.isEmpty ? nil : $0.held.removeFirst() }
             held?.done(outcome)
         }
+
+        /// Forgets the pushes still held (their completions hold the notifier).
+        func dropHeld() { state.withLock { $0.held.removeAll() } }
     }
 
     final class Sink: RelayEventSink {
@@ -252,6 +256,9 @@ import Testing
         var jobs: [MemoryOutbox.Job] { store.withOutbox { $0.jobs } }
         var entries: [Int64: DeliveryState] { store.withOutbox { $0.entries["u"] ?? [:] } }
 
-        func stop() { notifier.stop() }
+        func stop() {
+            notifier.stop()
+            service.dropHeld()
+        }
     }
 }
