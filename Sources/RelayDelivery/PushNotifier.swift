@@ -167,8 +167,15 @@ package final class PushNotifier: Sendable {
         }
     }
 
+    /// Traps unless the caller runs on the notifier's queue; for `assert`, which evaluates it in
+    /// debug builds only.
+    private var onQueue: Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return true
+    }
+
     private func poll() {
-        dispatchPrecondition(condition: .onQueue(queue))  // the pass's reads and claims are the queue's
+        assert(onQueue)  // the pass's reads and claims are the queue's
         let time = now()
         var tookWork = false
         defer { sleepUntilNextDue(passAt: time, tookWork: tookWork) }

@@ -36,6 +36,8 @@ package final class Poller: @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
     private var events = [epoll_event](repeating: epoll_event(), count: 256)
+    /// The thread that waits on it (set at the first `wait`): the loop's state is confined to it.
+    private var owner: pthread_t?
 
     package init() throws(Failure) {
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -86,9 +88,19 @@ package final class Poller: @unchecked Sendable {
         _ = write(wakeFD, &one, 8)
     }
 
+    /// A debug check (nothing in release builds) that the caller is the thread that waits on
+    /// this poller: the loops call it where they touch state only their thread may.
+    package func assertOnLoopThread(file: StaticString = #file, line: UInt = #line) {
+        assert(
+            owner.map { pthread_equal($0, pthread_self()) != 0 } ?? true, "loop state touched off its thread",
+            file: file, line: line)
+    }
+
     /// Waits up to `timeoutMs` (-1: no limit) and hands each event to `body`; a wake-up is
     /// consumed here and not reported. False when epoll failed for good.
     package func wait(timeoutMs: Int32, _ body: (Event) -> Void) -> Bool {
+        if owner == nil { owner = pthread_self() }
+        assertOnLoopThread()
         let count = epoll_wait(epollFD, &events, Int32(events.count), timeoutMs)
         if count < 0 { return errno == EINTR }
         let hangup = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue

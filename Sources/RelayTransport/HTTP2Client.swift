@@ -218,6 +218,7 @@ package final class HTTP2Client: @unchecked Sendable {
     }
 
     private func handle(_ event: Poller.Event) {
+        poller.assertOnLoopThread()
         let fd = Int32(truncatingIfNeeded: event.token - 1)
         guard let connection = connections[fd] else { return }
         advance(connection)

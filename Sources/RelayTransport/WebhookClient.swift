@@ -179,6 +179,7 @@ package final class WebhookClient: @unchecked Sendable {
     }
 
     private func handle(_ event: Poller.Event) {
+        poller.assertOnLoopThread()
         let fd = Int32(truncatingIfNeeded: event.token - 1)
         switch slots[fd] {
         case .idle(let connection)?:

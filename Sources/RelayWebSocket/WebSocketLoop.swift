@@ -258,6 +258,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     }
 
     private func readAvailable(_ id: UInt64, _ connection: Connection) {
+        poller.assertOnLoopThread()
         var buffer = [UInt8](repeating: 0, count: 16_384)
         var budget = configuration.readBudgetBytes
         while connections[id] != nil {
@@ -348,6 +349,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     }
 
     private func flush(_ id: UInt64, _ connection: Connection) {
+        poller.assertOnLoopThread()
         while connection.queuedBytes > 0 {
             let sent = connection.output.withUnsafeBytes { raw in
                 send(
