@@ -57,6 +57,8 @@ package final class PushNotifier: Sendable {
     private let logger: Logger
     private let events: any RelayEventSink
     private let now: @Sendable () -> Timestamp
+    /// Draws in 0...1: retry jitter and the spread of a paused route's jobs (a test fixes it).
+    private let random: @Sendable () -> Double
     private let queue = DispatchQueue(label: "pushrelay-notifier")
     private let timer: any WakeTimer
     /// Devices and routes in flight, breakers, requeue and rejected-token runs, credentials
@@ -83,9 +85,11 @@ package final class PushNotifier: Sendable {
         webPushAllowList: HostAllowList = .publicHTTPS, metrics: Metrics,
         logger: Logger, events: any RelayEventSink, eventsURL: PushURL?, tls: TLSContext,
         services: (HTTPSender) -> [PushTransport.Kind: any PushProvider] = { _ in [:] },
-        timer: any WakeTimer = DemandTimer(), now: @escaping @Sendable () -> Timestamp
+        timer: any WakeTimer = DemandTimer(), random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
+        now: @escaping @Sendable () -> Timestamp
     ) throws(Poller.Failure) {
         self.timer = timer
+        self.random = random
         self.eventsURL = eventsURL
         sender = try HTTPSender(
             tls: tls, allowList: allowList, webPushAllowList: webPushAllowList,
@@ -202,7 +206,7 @@ package final class PushNotifier: Sendable {
                 }
                 continue
             }
-            switch state.withLock({ $0.start(batch, to: target, now: time, random: { Double.random(in: 0...1) }) }) {
+            switch state.withLock({ $0.start(batch, to: target, now: time, random: random) }) {
             case .attempt:
                 deliver(batch, to: target)
             case .inFlight, .holdDue:
@@ -226,7 +230,7 @@ package final class PushNotifier: Sendable {
         provider.send(batch, to: target.transport, at: started) { [self] outcome in
             let time = now()
             let answered = state.withLock {
-                $0.answered(batch, on: route, outcome: outcome, now: time, random: { Double.random(in: 0...1) })
+                $0.answered(batch, on: route, outcome: outcome, now: time, random: random)
             }
             if let line = answered.credentialsLine {
                 logger.error(
@@ -277,7 +281,7 @@ package final class PushNotifier: Sendable {
             webhooks.post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
                 let verdict = settings.policy.eventAnswered(
                     outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds, now: now().milliseconds,
-                    random: { Double.random(in: 0...1) })
+                    random: random)
                 finishEvent(job, verdict)
             }
         }
