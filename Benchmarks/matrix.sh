@@ -51,14 +51,14 @@ metric() { curl -s "http://127.0.0.1:$PR/metrics" | awk -v name="$1" '$1 == name
 echo "==> throughput: wrk -t2 -c64 -d10s, notifies for 1,000 devices"
 start_relay
 python3 "$ROOT/Benchmarks/matrix_bench.py" register "http://127.0.0.1:$PR" "http://127.0.0.1:$RX" 1000
-before=$(metric 'pushrelay_push_attempts_total{outcome="delivered"}'); before=${before:-0}
+before=$(metric 'pushrelay_push_attempts_total{outcome="delivered",app="default"}'); before=${before:-0}
 WRK=$(wrk -t2 -c64 -d10s -s "$ROOT/Benchmarks/matrix_notify.lua" \
     "http://127.0.0.1:$PR/_matrix/push/v1/notify?secret=$SECRET" -- 1000)
 NOTIFIES=$(awk '/Requests\/sec/ {print $2}' <<<"$WRK")
 P99=$(awk '$1 == "99%" {print $2}' <<<"$WRK" || true)
 NON2XX=$(awk '/Non-2xx/ {print $NF}' <<<"$WRK")
 sleep 2
-after=$(metric 'pushrelay_push_attempts_total{outcome="delivered"}')
+after=$(metric 'pushrelay_push_attempts_total{outcome="delivered",app="default"}')
 ACCEPTED=$(metric pushrelay_messages_accepted_total)
 THROUGHPUT="$NOTIFIES notifies/s (${NON2XX:-0} non-2xx); $ACCEPTED messages stored; $(( ${after%.*} - ${before%.*} )) pushes delivered"
 echo "    $THROUGHPUT"

@@ -58,11 +58,11 @@ def throughput(base, receiver, jobs, db, pid):
     ticks = cpu_ticks(pid)
     start = time.monotonic()
     wake(base, receiver)
-    while metric(base, 'pushrelay_push_attempts_total{outcome="delivered"}') < jobs and time.monotonic() - start < 300:
+    while metric(base, 'pushrelay_push_attempts_total{outcome="delivered",app="default"}') < jobs and time.monotonic() - start < 300:
         time.sleep(0.01)
     elapsed = time.monotonic() - start
     cpu = (cpu_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK")
-    delivered = metric(base, 'pushrelay_push_attempts_total{outcome="delivered"}')
+    delivered = metric(base, 'pushrelay_push_attempts_total{outcome="delivered",app="default"}')
     print(f"{delivered:.0f} pushes in {elapsed:.2f} s = {delivered / elapsed:.0f} pushes/s; "
           f"relay CPU {cpu / delivered * 1e6:.0f} µs per push")
 
@@ -157,7 +157,7 @@ def schedule(base, receiver, jobs, pid, db):
         time.sleep(0.1)
     drained = time.monotonic() - start
     time.sleep(0.5)  # outcomes reach the metrics just after their commit
-    delivered = metric(base, 'pushrelay_push_attempts_total{outcome="delivered"}')
+    delivered = metric(base, 'pushrelay_push_attempts_total{outcome="delivered",app="default"}')
     print(f"{jobs} jobs queued in {queued:.1f} s; RSS {before} → {with_pending} KiB with them pending; all due at once → "
           f"delivered as {delivered:.0f} coalesced pushes in {drained:.1f} s")
 

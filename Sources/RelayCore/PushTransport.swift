@@ -6,7 +6,7 @@ import RelayPrimitives
 package enum PushTransport: Sendable, Equatable {
     case webhook(PushURL)
     case apns(APNsDevice)
-    case fcm(token: String)
+    case fcm(FCMDevice)
     case webPush(WebPushSubscription)
 
     package struct APNsDevice: Sendable, Equatable {
@@ -17,6 +17,7 @@ package enum PushTransport: Sendable, Equatable {
         /// As the app named it; nil when it named none: production, and sandbox tried too when
         /// production refuses the token (a development build's token is BadDeviceToken there).
         package var environment: Environment?
+        package var app: AppID = .default
 
         /// Where its pushes go first.
         package var endpoint: Environment { environment ?? .production }
@@ -27,6 +28,17 @@ package enum PushTransport: Sendable, Equatable {
         }
     }
 
+    package struct FCMDevice: Sendable, Equatable {
+        /// The registration token.
+        package var token: String
+        package var app: AppID = .default
+
+        package init(token: String, app: AppID = .default) {
+            self.token = token
+            self.app = app
+        }
+    }
+
     /// A browser's `PushSubscription.toJSON()`: its endpoint and its ECDH key and auth secret.
     package struct WebPushSubscription: Sendable, Equatable {
         package var endpoint: PushURL
@@ -34,6 +46,35 @@ package enum PushTransport: Sendable, Equatable {
         package var p256dh: [UInt8]
         /// 16 bytes.
         package var auth: [UInt8]
+        /// Whose VAPID key the browser subscribed with (push services refuse any other's).
+        package var app: AppID = .default
+    }
+
+    /// The operator's app whose credentials sign this device's pushes; a webhook's is `default`
+    /// (the webhook secret is the relay's, so setting another app on it changes nothing).
+    package var app: AppID {
+        get {
+            switch self {
+            case .webhook: return .default
+            case .apns(let device): return device.app
+            case .fcm(let device): return device.app
+            case .webPush(let subscription): return subscription.app
+            }
+        }
+        set {
+            switch self {
+            case .webhook: break
+            case .apns(var device):
+                device.app = newValue
+                self = .apns(device)
+            case .fcm(var device):
+                device.app = newValue
+                self = .fcm(device)
+            case .webPush(var subscription):
+                subscription.app = newValue
+                self = .webPush(subscription)
+            }
+        }
     }
 
     /// Which transport, for the device's JSON, metrics and logs.
@@ -66,8 +107,17 @@ package enum PushTransport: Sendable, Equatable {
 
     // MARK: Parsing
 
-    /// The transport named by a device body: exactly one of `pushUrl`, `apns`, `fcm`, `webPush`.
+    /// The transport named by a device body: exactly one of `pushUrl`, `apns`, `fcm`, `webPush`,
+    /// and the `app` whose credentials it is for (absent: `default`).
     package init(device fields: FieldReader) throws(ValidationError) {
+        var app = AppID.default
+        if let value = fields.value("app") {
+            guard let text = value.stringValue, let named = AppID(text) else {
+                throw ValidationError(
+                    .invalidField, field: "app", "'app' must be an app id: 1 to 64 of A-Z a-z 0-9 . _ -")
+            }
+            app = named
+        }
         let named = Kind.allCases.filter { fields.value($0.member) != nil }
         guard named.count == 1, let kind = named.first else {
             throw Self.invalid(
@@ -78,11 +128,17 @@ package enum PushTransport: Sendable, Equatable {
         }
         switch kind {
         case .webhook:
+            // The webhook is signed with the relay's own secret: no app's credentials apply.
+            guard app == .default else {
+                throw Self.invalid("app", "a 'pushUrl' device belongs to no app; 'app' is for push services")
+            }
             self = .webhook(try PushURL(try fields.string("pushUrl")))
         case .apns:
             let body = try FieldReader(Self.object(fields, "apns"))
             try body.refusingUnknown(["token", "topic", "environment"], in: "apns")
-            self = .apns(try Self.asTransport { () throws(ValidationError) in try Self.apns(body) })
+            var device = try Self.asTransport { () throws(ValidationError) in try Self.apns(body) }
+            device.app = app
+            self = .apns(device)
         case .fcm:
             let body = try FieldReader(Self.object(fields, "fcm"))
             try body.refusingUnknown(["token"], in: "fcm")
@@ -90,12 +146,13 @@ package enum PushTransport: Sendable, Equatable {
             guard (1...4096).contains(token.utf8.count),
                 token.utf8.allSatisfy({ Self.isTokenCharacter($0) })
             else { throw Self.invalid("fcm.token", "'fcm.token' must be an FCM registration token (1 to 4096 bytes)") }
-            self = .fcm(token: token)
+            self = .fcm(FCMDevice(token: token, app: app))
         case .webPush:
-            self = .webPush(
-                try Self.asTransport { () throws(ValidationError) in
-                    try Self.webPush(try FieldReader(Self.object(fields, "webPush")))
-                })
+            var subscription = try Self.asTransport { () throws(ValidationError) in
+                try Self.webPush(try FieldReader(Self.object(fields, "webPush")))
+            }
+            subscription.app = app
+            self = .webPush(subscription)
         }
     }
 
@@ -202,10 +259,10 @@ package enum PushTransport: Sendable, Equatable {
             if let topic = device.topic { writer.member("topic", topic) }
             if let environment = device.environment { writer.member("environment", environment.rawValue) }
             writer.endObject()
-        case .fcm(let token):
+        case .fcm(let device):
             writer.key("fcm")
             writer.beginObject()
-            writer.member("token", token)
+            writer.member("token", device.token)
             writer.endObject()
         case .webPush(let subscription):
             writer.key("webPush")
@@ -221,12 +278,14 @@ package enum PushTransport: Sendable, Equatable {
     }
 
     /// The stored form (the devices' `transport` column): a webhook's URL as written, so rows
-    /// from before the push services read the same; any other transport as its JSON object.
+    /// from before the push services read the same; any other transport as its JSON object, with
+    /// its `app` when not `default` (so rows from before apps read as `default`).
     package var target: String {
         if case .webhook(let url) = self { return url.text }
         var writer = JSONWriter()
         writer.beginObject()
         write(to: &writer)
+        if app != .default { writer.member("app", app.name) }
         writer.endObject()
         return String(decoding: writer.bytes, as: UTF8.self)
     }

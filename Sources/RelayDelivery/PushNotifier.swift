@@ -68,8 +68,8 @@ package final class PushNotifier: Sendable {
     private let eventsURL: PushURL?
     private let sender: HTTPSender
     private let webhooks: WebhookProvider
-    /// The push services with credentials; the webhook is always there.
-    private let providers: [PushTransport.Kind: any PushProvider]
+    /// The push services with credentials, per app; the webhook is always there.
+    private let providers: [ProviderKey: any PushProvider]
     private let eventsInFlight = LockedValue<Set<Int64>>([])
     private let pollScheduled = LockedValue(false)
     /// Error and warning lines about pushes: one per failing attempt would be a flood (any
@@ -84,7 +84,7 @@ package final class PushNotifier: Sendable {
         store: any PushOutbox, settings: Settings, signer: WebhookSignature, allowList: HostAllowList,
         webPushAllowList: HostAllowList = .publicHTTPS, metrics: Metrics,
         logger: Logger, events: any RelayEventSink, eventsURL: PushURL?, tls: TLSContext,
-        services: (HTTPSender) -> [PushTransport.Kind: any PushProvider] = { _ in [:] },
+        services: (HTTPSender) -> [ProviderKey: any PushProvider] = { _ in [:] },
         timer: any WakeTimer = DemandTimer(), random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
         now: @escaping @Sendable () -> Timestamp
     ) throws(Poller.Failure) {
@@ -97,12 +97,13 @@ package final class PushNotifier: Sendable {
             totalTimeoutMs: Int(settings.requestTimeoutSeconds * 1000), resolverThreads: settings.resolverThreads)
         webhooks = WebhookProvider(sender: sender, signer: signer)
         var providers = services(sender)
-        providers[.webhook] = webhooks
+        providers[ProviderKey(.webhook)] = webhooks
         self.providers = providers
         admission = LockedValue(
             HostAdmission { [providers] transport in
                 (
-                    providers[transport.kind]?.route(for: transport) ?? PushRoute(transport.kind, host: ""),
+                    providers[ProviderKey(transport)]?.route(for: transport)
+                        ?? PushRoute(transport.kind, credential: transport.app.name, host: ""),
                     settings.slots(for: transport.kind)
                 )
             })
@@ -221,13 +222,7 @@ package final class PushNotifier: Sendable {
     private func deliver(_ batch: PushBatch, to target: HostAdmission.Target) {
         let started = now()
         let route = target.route
-        let kind = target.transport.kind
-        guard let provider = providers[kind] else {
-            // A device registered while the service had credentials, and the relay restarted without.
-            state.withLock { $0.abandoned(on: route) }
-            return finish(batch, .dead(error: "\(kind.member) is not configured on this relay"), started: started)
-        }
-        provider.send(batch, to: target.transport, at: started) { [self] outcome in
+        let settle: @Sendable (DeliveryOutcome) -> Void = { [self] outcome in
             let time = now()
             let answered = state.withLock {
                 $0.answered(batch, on: route, outcome: outcome, now: time, random: random)
@@ -239,6 +234,16 @@ package final class PushNotifier: Sendable {
             }
             finish(batch, answered.decision.verdict, started: started)
         }
+        guard let provider = providers[ProviderKey(target.transport)] else {
+            // A device registered while its app had these credentials, and the relay restarted
+            // without them: held like any refused credential (one error line, retried until its
+            // TTL), never disabled — the operator may put the app back.
+            let transport = target.transport
+            return settle(
+                .misconfigured(
+                    reason: "app '\(transport.app)' has no \(transport.kind.member) credentials on this relay"))
+        }
+        provider.send(batch, to: target.transport, at: started, done: settle)
     }
 
     /// How soon to look again when the store could not say when the next job falls due (a
@@ -362,7 +367,11 @@ package final class PushNotifier: Sendable {
     /// Metrics, events and log lines of an outcome the store recorded (or failed to).
     private func settled(_ outcome: Finished, _ stored: Result<[String: GoneDecision], StoreError>) {
         let batch = outcome.batch
-        var logger: Logger { self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId) }
+        let app = PushTransport(target: batch.target)?.app ?? .default
+        var logger: Logger {
+            let logger = self.logger.with("user.id", batch.userId).with("device.id", batch.deviceId)
+            return app == .default ? logger : logger.with("app", app.name)
+        }
         let gone: [String: GoneDecision]
         switch stored {
         case .success(let decisions): gone = decisions
@@ -373,32 +382,32 @@ package final class PushNotifier: Sendable {
         let seconds = Double(outcome.at.milliseconds - outcome.started.milliseconds) / 1000
         switch outcome.result {
         case .postponed:
-            metrics.recordPush(.postponed, seconds: nil)
+            metrics.recordPush(.postponed, app: app, seconds: nil)
         case .delivered:
-            metrics.recordPush(.delivered, seconds: seconds)
+            metrics.recordPush(.delivered, app: app, seconds: seconds)
             events.emit(.push(type: .pushDelivered, batch, error: nil, at: outcome.at))
         case .retry(let error, _):
-            metrics.recordPush(.retried, seconds: seconds)
+            metrics.recordPush(.retried, app: app, seconds: seconds)
             logger.info("push will be retried", ("error", error), ("attempt", String(batch.attempts + 1)))
         case .requeue(let reason, _):
             // Not an attempt that failed: the provider never processed it.
-            metrics.recordPush(.requeued, seconds: nil)
+            metrics.recordPush(.requeued, app: app, seconds: nil)
             logger.info("push requeued", ("error", reason))
         case .dead(let error):
-            metrics.recordPush(.dead, seconds: seconds)
+            metrics.recordPush(.dead, app: app, seconds: seconds)
             logThrottled { logger.warning("push dead-lettered", ("error", error), ("suppressed", $0)) }
             events.emit(.push(type: .pushFailed, batch, error: error, at: outcome.at))
         case .deviceGone(let reason, _):
             switch gone[batch.deviceKey] {
             case .disable?, nil:
-                metrics.recordPush(.deviceGone, seconds: seconds)
+                metrics.recordPush(.deviceGone, app: app, seconds: seconds)
                 events.emit(.push(type: .deviceDisabled, batch, error: reason, at: outcome.at))
             case .resend?:
                 // The device has another token now: its jobs went back to the queue for it.
-                metrics.recordPush(.requeued, seconds: nil)
+                metrics.recordPush(.requeued, app: app, seconds: nil)
                 logger.info("push answered for a token the device no longer has", ("error", reason))
             case .drop(let error)?:
-                metrics.recordPush(.dead, seconds: seconds)
+                metrics.recordPush(.dead, app: app, seconds: seconds)
                 logThrottled { logger.warning("push dead-lettered", ("error", error), ("suppressed", $0)) }
                 events.emit(.push(type: .pushFailed, batch, error: error, at: outcome.at))
             }

@@ -9,6 +9,7 @@ extension JSONWriter {
         if let transport = device.transport {
             member("transport", transport.kind.rawValue)
             transport.write(to: &self)
+            if transport.kind != .webhook { member("app", transport.app.name) }
         } else {
             member("pushUrl", device.target)
         }

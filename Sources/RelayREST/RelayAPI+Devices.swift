@@ -11,9 +11,6 @@ extension RelayAPI {
         "pushUrl", "apns", "fcm", "webPush", "platform", "contentFree", "matrix", "app",
     ]
 
-    /// The app whose credentials are the top-level push settings.
-    static let defaultApp = "default"
-
     /// `PUT /v1/users/{userId}/devices/{deviceId} {pushUrl | apns | fcm | webPush, platform?,
     /// contentFree?, matrix?}`: registers or updates a push device (201 created, 200 updated;
     /// re-enables a disabled one). The server registers any device, and its PUT replaces the
@@ -27,20 +24,23 @@ extension RelayAPI {
         let deviceId = try request.identifier("deviceId")
         let principal = try auth.requireUser(request, userId: userId)
         let json = try request.jsonBody()
-        let (transport, platform, contentFree, matrix, app) = try APIError.validating {
+        let (parsed, platform, contentFree, matrix, namesApp) = try APIError.validating {
             () throws(ValidationError) in
             let fields = try FieldReader(json)
             try fields.refusingUnknown(Self.deviceMembers)
             return (
                 try PushTransport(device: fields), try fields.optionalString("platform", maxLength: 32),
                 try fields.optionalBool("contentFree"), try Self.matrixPusher(fields.optionalObject("matrix")),
-                try fields.optionalString("app", maxLength: 64)
+                fields.value("app") != nil
             )
         }
-        // One app per relay so far (its credentials are the top-level settings): `default`.
-        if let app, app != Self.defaultApp {
-            throw APIError(
-                400, "transport_unavailable", "this relay has no app '\(app)' (its one app is '\(Self.defaultApp)')")
+        var transport = parsed
+        // A Matrix pusher's device with no app of its own: the app listing the pusher's app_id.
+        if !namesApp, let matrix, transport.kind != .webhook {
+            transport.app = config.app(matrixAppId: matrix.appId)
+        }
+        guard let app = config.app(transport.app) else {
+            throw APIError(400, "transport_unavailable", "this relay has no app '\(transport.app)'")
         }
         var keeping: DeviceFields = []
         if case .client(let claims) = principal {
@@ -55,10 +55,13 @@ extension RelayAPI {
             if platform == nil { keeping.insert(.platform) }
             if contentFree == nil { keeping.insert(.contentFree) }
         }
-        guard config.offers(transport.kind) else {
+        guard app.offers(transport.kind) else {
             throw APIError(
                 400, "transport_unavailable",
-                "this relay has no credentials for '\(transport.kind.member)'; see docs/CONFIGURATION.md")
+                transport.app == .default
+                    ? "this relay has no credentials for '\(transport.kind.member)'; see docs/CONFIGURATION.md"
+                    : "app '\(transport.app)' has no credentials for '\(transport.kind.member)'; "
+                        + "see docs/CONFIGURATION.md")
         }
         if let url = transport.clientChosenURL {
             let webPush = transport.kind == .webPush
@@ -72,9 +75,9 @@ extension RelayAPI {
             }
         }
         if case .client = principal, case .apns(let device) = transport, let topic = device.topic,
-            topic != config.apnsTopic
+            topic != app.apnsTopic
         {
-            throw .forbidden("a client token may name no 'apns.topic' but the relay's apnsTopic")
+            throw .forbidden("a client token may name no 'apns.topic' but its app's apnsTopic")
         }
         if case .webPush(let subscription) = transport, !P256Key.isPublicPoint(subscription.p256dh) {
             throw .validation(
@@ -147,11 +150,20 @@ extension RelayAPI {
             })
     }
 
-    /// `GET /v1/webpush/key`: the VAPID public key a page passes to `pushManager.subscribe` as
-    /// `applicationServerKey`. Public by design (no credentials); 404 when Web Push is off.
+    /// `GET /v1/webpush/key?app=ID`: the VAPID public key a page of that app (absent: `default`)
+    /// passes to `pushManager.subscribe` as `applicationServerKey`. Public by design (no
+    /// credentials); 404 for an app the relay does not have, or one without Web Push.
     func getWebPushKey(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
-        guard let key = vapidPublicKey else {
-            throw APIError(404, "not_found", "Web Push is not configured on this relay (vapidKeyFile, vapidSubject)")
+        let named = request.queryValue("app")
+        guard let app = named.map(AppID.init) ?? .default, config.app(app) != nil else {
+            throw APIError(404, "not_found", "this relay has no app '\(named ?? "")'")
+        }
+        guard let key = vapidPublicKeys[app] else {
+            throw APIError(
+                404, "not_found",
+                app == .default
+                    ? "Web Push is not configured on this relay (vapidKeyFile, vapidSubject)"
+                    : "app '\(app)' has no Web Push credentials (apps.\(app).vapidKeyFile, vapidSubject)")
         }
         var writer = JSONWriter()
         writer.beginObject()

@@ -27,7 +27,8 @@ package final class RelayAPI: Sendable {
     /// The push hosts whose circuit breakers are open now (`GET /v1/stats`).
     let openBreakers: @Sendable () -> [(route: PushRoute, state: CircuitBreaker.State)]
     /// Web Push's `applicationServerKey` (base64url), when VAPID is configured.
-    let vapidPublicKey: String?
+    /// Each app's VAPID public key, for the apps with Web Push.
+    let vapidPublicKeys: [AppID: String]
     /// When this process started serving.
     let startedAt: Timestamp
     /// When each device's push falls due.
@@ -101,11 +102,11 @@ package final class RelayAPI: Sendable {
         config: RelayConfig, store: any RelayStore, auth: Authenticator, metrics: Metrics, logger: Logger,
         allowList: HostAllowList, live: any LiveSide,
         openBreakers: @escaping @Sendable () -> [(route: PushRoute, state: CircuitBreaker.State)],
-        vapidPublicKey: String?,
+        vapidPublicKeys: [AppID: String],
         clock: RelayClock
     ) {
         self.openBreakers = openBreakers
-        self.vapidPublicKey = vapidPublicKey
+        self.vapidPublicKeys = vapidPublicKeys
         startedAt = clock.now()
         self.config = config
         self.store = store

@@ -4,56 +4,132 @@ import RelayCrypto
 import RelaySettings
 import RelayTransport
 
-/// The push services' credentials, read once at startup from the files the settings name: a
-/// file that is missing or holds no usable key is a configuration error (exit 2), not a
-/// failure at the first push. Keys never reach a log line or an error message.
+/// Every app's push credentials, read once at startup from the files the settings name: a file
+/// that is missing or holds no usable key is a configuration error (exit 2), not a failure at
+/// the first push. Keys never reach a log line or an error message. A file named by several
+/// apps is read once, and its credential shared: one APNs provider token per key, one OAuth
+/// token per service account, one VAPID token cache per key.
 struct PushServices {
     struct APNs {
-        let key: P256Key
-        let keyId: String
-        let teamId: String
+        let token: APNsProviderToken.Credentials
+        let topic: String?
     }
 
-    let apns: APNs?
-    let fcm: FCMServiceAccount?
-    let vapid: VAPIDSigner?
+    struct App {
+        var apns: APNs?
+        var fcm: FCMServiceAccount?
+        var vapid: VAPIDSigner?
+    }
+
+    let apps: [AppID: App]
 
     init(config: RelayConfig) throws(ConfigLoader.Error) {
-        if let file = config.apnsKeyFile, let keyId = config.apnsKeyId, let teamId = config.apnsTeamId {
-            let key: P256Key
+        var files = CredentialFiles()
+        var apps: [AppID: App] = [:]
+        for (id, settings) in config.allApps {
             do {
-                key = try P256Key(pem: try Self.read(file, "apnsKeyFile"))
-            } catch let error as ConfigLoader.Error {
-                throw error
+                apps[id] = try Self.app(settings, files: &files)
             } catch {
-                throw ConfigLoader.Error(description: "apnsKeyFile \(file) holds no P-256 private key (a .p8 file)")
+                throw id == .default ? error : ConfigLoader.Error(description: "apps.\(id): \(error.description)")
             }
-            apns = APNs(key: key, keyId: keyId, teamId: teamId)
-        } else {
-            apns = nil
         }
-        if let file = config.fcmServiceAccountFile {
-            do {
-                fcm = try FCMServiceAccount(json: Array(try Self.read(file, "fcmServiceAccountFile").utf8))
-            } catch let error as ConfigLoader.Error {
-                throw error
-            } catch {
-                throw ConfigLoader.Error(description: "fcmServiceAccountFile \(file): \(error)")
+        self.apps = apps
+    }
+
+    private static func app(_ settings: AppSettings, files: inout CredentialFiles) throws(ConfigLoader.Error) -> App {
+        var app = App()
+        if let file = settings.apnsKeyFile, let keyId = settings.apnsKeyId, let teamId = settings.apnsTeamId {
+            let key = try files.p256(file, "apnsKeyFile", "holds no P-256 private key (a .p8 file)")
+            app.apns = APNs(token: .init(key: key, keyId: keyId, teamId: teamId), topic: settings.apnsTopic)
+        }
+        if let file = settings.fcmServiceAccountFile {
+            app.fcm = try files.serviceAccount(file)
+        }
+        if let file = settings.vapidKeyFile, let subject = settings.vapidSubject {
+            app.vapid = try files.vapid(file, subject: subject)
+        }
+        return app
+    }
+
+    /// The VAPID public key of each app with Web Push (`GET /v1/webpush/key?app=`).
+    var vapidPublicKeys: [AppID: String] { apps.compactMapValues { $0.vapid?.publicKey } }
+
+    /// The HTTP/2 client APNs needs, when an app has APNs: one for every app and team (its
+    /// connections are kept per team).
+    func apnsClient(config: RelayConfig) throws -> HTTP2Client? {
+        guard apps.values.contains(where: { $0.apns != nil }) else { return nil }
+        var settings = HTTP2Client.Settings()
+        settings.requestTimeoutMs = Int(config.pushTimeoutMs)
+        return try HTTP2Client(tls: try TLSContext(caFile: config.pushCaFile, alpn: ["h2"]), settings: settings)
+    }
+
+    /// The providers of each app's services with credentials, on the notifier's HTTP sender
+    /// (APNs on its HTTP/2 client).
+    func providers(
+        config: RelayConfig, sender: HTTPSender, apnsClient: HTTP2Client?, now: @escaping @Sendable () -> Timestamp
+    ) -> [ProviderKey: any PushProvider] {
+        var providers: [ProviderKey: any PushProvider] = [:]
+        var tokens: [String: APNsProviderToken] = [:]
+        var accounts: [String: FCMProvider] = [:]
+        for (id, app) in apps {
+            if let vapid = app.vapid {
+                providers[ProviderKey(.webPush, app: id)] = WebPushProvider(sender: sender, vapid: vapid, app: id)
             }
-        } else {
-            fcm = nil
-        }
-        if let file = config.vapidKeyFile, let subject = config.vapidSubject {
-            do {
-                vapid = VAPIDSigner(key: try P256Key(pem: try Self.read(file, "vapidKeyFile")), subject: subject)
-            } catch let error as ConfigLoader.Error {
-                throw error
-            } catch {
-                throw ConfigLoader.Error(description: "vapidKeyFile \(file) holds no P-256 private key (PEM)")
+            if let fcm = app.fcm {
+                let provider =
+                    accounts[fcm.clientEmail]
+                    ?? FCMProvider(account: fcm, service: config.fcmUrl, sender: sender, now: now)
+                accounts[fcm.clientEmail] = provider
+                providers[ProviderKey(.fcm, app: id)] = provider
             }
-        } else {
-            vapid = nil
+            if let apns = app.apns, let client = apnsClient {
+                let key = "\(apns.token.teamId)/\(apns.token.keyId)"
+                let token = tokens[key] ?? APNsProviderToken(credentials: apns.token, now: now)
+                tokens[key] = token
+                providers[ProviderKey(.apns, app: id)] = APNsProvider(
+                    token: token, defaultTopic: apns.topic, production: config.apnsUrl,
+                    sandbox: config.apnsSandboxUrl, client: client)
+            }
         }
+        return providers
+    }
+}
+
+/// The credential files read so far, each once.
+private struct CredentialFiles {
+    private var keys: [String: P256Key] = [:]
+    private var accounts: [String: FCMServiceAccount] = [:]
+    private var signers: [String: VAPIDSigner] = [:]
+
+    mutating func p256(_ path: String, _ setting: String, _ problem: String) throws(ConfigLoader.Error) -> P256Key {
+        if let key = keys[path] { return key }
+        let text = try Self.read(path, setting)
+        guard let key = try? P256Key(pem: text) else {
+            throw ConfigLoader.Error(description: "\(setting) \(path) \(problem)")
+        }
+        keys[path] = key
+        return key
+    }
+
+    mutating func serviceAccount(_ path: String) throws(ConfigLoader.Error) -> FCMServiceAccount {
+        if let account = accounts[path] { return account }
+        let text = try Self.read(path, "fcmServiceAccountFile")
+        do {
+            let account = try FCMServiceAccount(json: Array(text.utf8))
+            accounts[path] = account
+            return account
+        } catch {
+            throw ConfigLoader.Error(description: "fcmServiceAccountFile \(path): \(error)")
+        }
+    }
+
+    mutating func vapid(_ path: String, subject: String) throws(ConfigLoader.Error) -> VAPIDSigner {
+        let name = "\(path)\u{0}\(subject)"
+        if let signer = signers[name] { return signer }
+        let signer = VAPIDSigner(
+            key: try p256(path, "vapidKeyFile", "holds no P-256 private key (PEM)"), subject: subject)
+        signers[name] = signer
+        return signer
     }
 
     private static func read(_ path: String, _ setting: String) throws(ConfigLoader.Error) -> String {
@@ -61,30 +137,5 @@ struct PushServices {
             throw ConfigLoader.Error(description: "\(setting): cannot read \(path)")
         }
         return text
-    }
-
-    /// The HTTP/2 client APNs needs, when APNs is configured.
-    func apnsClient(config: RelayConfig) throws -> HTTP2Client? {
-        guard apns != nil else { return nil }
-        var settings = HTTP2Client.Settings()
-        settings.requestTimeoutMs = Int(config.pushTimeoutMs)
-        return try HTTP2Client(tls: try TLSContext(caFile: config.pushCaFile, alpn: ["h2"]), settings: settings)
-    }
-
-    /// The providers of the services with credentials, on the notifier's HTTP sender (APNs on
-    /// its HTTP/2 client).
-    func providers(
-        config: RelayConfig, sender: HTTPSender, apnsClient: HTTP2Client?, now: @escaping @Sendable () -> Timestamp
-    ) -> [PushTransport.Kind: any PushProvider] {
-        var providers: [PushTransport.Kind: any PushProvider] = [:]
-        if let vapid { providers[.webPush] = WebPushProvider(sender: sender, vapid: vapid) }
-        if let fcm { providers[.fcm] = FCMProvider(account: fcm, service: config.fcmUrl, sender: sender, now: now) }
-        if let apns, let client = apnsClient {
-            providers[.apns] = APNsProvider(
-                credentials: .init(key: apns.key, keyId: apns.keyId, teamId: apns.teamId),
-                defaultTopic: config.apnsTopic,
-                production: config.apnsUrl, sandbox: config.apnsSandboxUrl, client: client, now: now)
-        }
-        return providers
     }
 }

@@ -141,7 +141,7 @@ package final class RelayApp: @unchecked Sendable {
             config: config, store: store, auth: auth, metrics: metrics,
             logger: logger, allowList: allowList, live: gateway,
             openBreakers: { [notifier] in notifier.breakerStates },
-            vapidPublicKey: services.vapid?.publicKey, clock: clock)
+            vapidPublicKeys: services.vapidPublicKeys, clock: clock)
         var httpConfig = HTTPServer.Configuration()
         httpConfig.listen = config.listen
         httpConfig.threads = config.httpThreads

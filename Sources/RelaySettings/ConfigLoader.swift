@@ -199,7 +199,61 @@ package enum ConfigLoader {
         integer("wsMaxQueuedBytes", \.wsMaxQueuedBytes, 4096...1_073_741_824),
         list("wsAllowedOrigins", \.wsAllowedOrigins),
         list("corsAllowedOrigins", \.corsAllowedOrigins),
+        Setting(
+            key: "apps", apply: { config, value throws(Error) in config.apps = try apps(value) },
+            read: { config in .object(config.apps.sorted { $0.key < $1.key }.map { ($0.key.name, $0.value.json) }) }),
     ]
+
+    /// `apps`: `{"<app id>": {"apnsKeyFile": …, "matrixAppIds": [...]}, …}` — in the file an
+    /// object, in the environment or a flag the same JSON as text.
+    static func apps(_ text: String) throws(Error) -> [AppID: AppSettings] {
+        guard !text.isEmpty else { return [:] }
+        guard let json = try? JSONParser.parse(Array(text.utf8)), case .object(let members) = json else {
+            throw Error(description: "apps must be a JSON object keyed by app id")
+        }
+        var apps: [AppID: AppSettings] = [:]
+        for (name, value) in members {
+            guard let id = AppID(name) else {
+                throw Error(description: "apps: '\(name)' is not an app id (1 to 64 of A-Z a-z 0-9 . _ -)")
+            }
+            guard id != .default else {
+                throw Error(description: "apps: 'default' is the app of the top-level push settings; set those")
+            }
+            guard case .object(let fields) = value else { throw Error(description: "apps.\(name) must be an object") }
+            var app = AppSettings()
+            for (key, field) in fields {
+                if key == "matrixAppIds" {
+                    guard case .array(let items) = field else {
+                        throw Error(description: "apps.\(name).matrixAppIds must be a list of strings")
+                    }
+                    app.matrixAppIds = try items.map { item throws(Error) in
+                        guard let pattern = item.stringValue, isMatrixAppIdPattern(pattern) else {
+                            throw Error(
+                                description: "apps.\(name).matrixAppIds: each is an app_id or 'prefix.*', not \(item)")
+                        }
+                        return pattern
+                    }
+                } else if let path = AppSettings.members.first(where: { $0.0 == key })?.1 {
+                    guard let string = field.stringValue, !string.isEmpty else {
+                        throw Error(description: "apps.\(name).\(key) must be a non-empty string")
+                    }
+                    app[keyPath: path] = string
+                } else {
+                    throw Error(description: "apps.\(name): unknown setting '\(key)'")
+                }
+            }
+            apps[id] = app
+        }
+        return apps
+    }
+
+    /// An `app_id` (Matrix: up to 64 characters, reverse-DNS), or one ending in `.*`; a `*`
+    /// anywhere else would match what the operator did not mean.
+    private static func isMatrixAppIdPattern(_ pattern: String) -> Bool {
+        let stem = pattern.hasSuffix(".*") ? pattern.dropLast(2) : Substring(pattern)
+        return !stem.isEmpty && stem.count <= 64 && !stem.contains("*")
+            && stem.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
+    }
 
     /// Loads the configuration.
     /// - Parameters:
@@ -268,6 +322,9 @@ package enum ConfigLoader {
                 throw Error(description: "config file \(path): unknown setting '\(key)'")
             }
             switch value {
+            case _ where key == "apps":
+                // (an object in the file; its JSON text anywhere else)
+                try setting.apply(&config, value.isNull ? "" : String(decoding: value.serialized, as: UTF8.self))
             case .null: try setting.apply(&config, "")
             case .string(let text): try setting.apply(&config, text)
             case .number(let text): try setting.apply(&config, text)
@@ -327,8 +384,28 @@ package enum ConfigLoader {
         }
     }
 
-    /// A push service's settings come as a set: all of them or none (then it is off).
+    /// A push service's settings come as a set: all of them or none (then it is off); every
+    /// app's, each named in the message (`apps.beta: …`).
     static func validatePushServices(_ config: RelayConfig) throws(Error) {
+        for (id, app) in config.allApps {
+            do {
+                try validatePushServices(app)
+            } catch {
+                throw id == .default ? error : Error(description: "apps.\(id): \(error.description)")
+            }
+        }
+        // An app_id listed by two apps would pick one of them silently.
+        var owners: [String: AppID] = [:]
+        for (id, app) in config.allApps {
+            for pattern in app.matrixAppIds {
+                if let other = owners.updateValue(id, forKey: pattern) {
+                    throw Error(description: "matrixAppIds: '\(pattern)' is listed by both '\(other)' and '\(id)'")
+                }
+            }
+        }
+    }
+
+    private static func validatePushServices(_ config: AppSettings) throws(Error) {
         let apns = [config.apnsKeyFile, config.apnsKeyId, config.apnsTeamId]
         if apns.contains(where: { $0 != nil }) {
             guard !apns.contains(where: { $0 == nil }) else {

@@ -133,6 +133,9 @@ package struct RelayConfig: Sendable, Equatable {
     /// Web Push (VAPID, RFC 8292): the P-256 private key (PEM) and the `mailto:`/`https:` subject.
     package var vapidKeyFile: String?
     package var vapidSubject: String?
+    /// The operator's other apps, each with push credentials of its own (the top-level ones are
+    /// the app `default`): `apps` in the config file, an object keyed by app id.
+    package var apps: [AppID: AppSettings] = [:]
 
     package init() {}
 
@@ -156,15 +159,44 @@ package struct RelayConfig: Sendable, Equatable {
 }
 
 extension RelayConfig {
-    /// Whether devices may name this transport: the webhook always, a push service once its
-    /// credentials are set.
-    package func offers(_ kind: PushTransport.Kind) -> Bool {
-        switch kind {
-        case .webhook: return true
-        case .apns: return apnsKeyFile != nil
-        case .fcm: return fcmServiceAccountFile != nil
-        case .webPush: return vapidKeyFile != nil
+    /// The app `default`: the top-level push settings.
+    package var defaultApp: AppSettings {
+        var app = AppSettings()
+        app.apnsKeyFile = apnsKeyFile
+        app.apnsKeyId = apnsKeyId
+        app.apnsTeamId = apnsTeamId
+        app.apnsTopic = apnsTopic
+        app.fcmServiceAccountFile = fcmServiceAccountFile
+        app.vapidKeyFile = vapidKeyFile
+        app.vapidSubject = vapidSubject
+        return app
+    }
+
+    /// An app's settings; nil for an app the configuration does not have.
+    package func app(_ id: AppID) -> AppSettings? {
+        id == .default ? defaultApp : apps[id]
+    }
+
+    /// Every app, `default` first, then by id.
+    package var allApps: [(id: AppID, settings: AppSettings)] {
+        [(AppID.default, defaultApp)] + apps.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    /// Whether devices of `app` may name this transport.
+    package func offers(_ kind: PushTransport.Kind, app: AppID = .default) -> Bool {
+        self.app(app)?.offers(kind) ?? false
+    }
+
+    /// The app of a device registered for this Matrix pusher `app_id` without naming one: the
+    /// app listing it exactly, else the one with the longest matching `prefix.*`, else `default`.
+    package func app(matrixAppId appId: String) -> AppID {
+        var best: (id: AppID, score: Int)?
+        for (id, settings) in allApps {
+            guard let match = settings.matches(matrixAppId: appId) else { continue }
+            let score = match.exact ? Int.max : match.length
+            if score > best?.score ?? -1 { best = (id, score) }
         }
+        return best?.id ?? .default
     }
 
     /// The delivery decisions these settings make.

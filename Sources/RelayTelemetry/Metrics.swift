@@ -1,3 +1,4 @@
+package import RelayCore
 import RelayLocks
 
 /// Counters and histograms, rendered in the Prometheus text format (version 0.0.4).
@@ -33,7 +34,7 @@ package final class Metrics: Sendable {
         var recipientsAccepted: UInt64 = 0
         var batchSizes = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
         var events: [String: UInt64] = [:]
-        var pushes: [PushOutcome: UInt64] = [:]
+        var pushesByApp: [AppID: [PushOutcome: UInt64]] = [:]
         var signals: [SignalOutcome: UInt64] = [:]
         var matrixNotifies: UInt64 = 0
         var matrixRejected: UInt64 = 0
@@ -83,9 +84,9 @@ package final class Metrics: Sendable {
     }
 
     /// Counts a push attempt's outcome; `seconds` (the attempt's duration) when one was made.
-    package func recordPush(_ outcome: PushOutcome, seconds: Double?) {
+    package func recordPush(_ outcome: PushOutcome, app: AppID = .default, seconds: Double?) {
         state.withLock { state in
-            state.pushes[outcome, default: 0] += 1
+            state.pushesByApp[app, default: [:]][outcome, default: 0] += 1
             if let seconds { state.pushLatency.observe(seconds) }
         }
     }
@@ -118,7 +119,8 @@ package final class Metrics: Sendable {
         state.withLock { state in
             Totals(
                 messagesAccepted: state.messagesAccepted, recipientsAccepted: state.recipientsAccepted,
-                pushes: state.pushes, signals: state.signals)
+                pushes: state.pushesByApp.values.reduce(into: [:]) { all, app in all.merge(app, uniquingKeysWith: +) },
+                signals: state.signals)
         }
     }
 
@@ -182,9 +184,11 @@ package final class Metrics: Sendable {
         out += Self.render(snapshot.batchSizes, name: "pushrelay_store_commit_batch_size", labels: "")
         Self.family(
             &out, "pushrelay_push_attempts_total", "counter",
-            "Push deliveries by outcome (delivered, retried, dead, device_gone, postponed, requeued).")
-        for (outcome, count) in snapshot.pushes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            out += "pushrelay_push_attempts_total{outcome=\"\(outcome.rawValue)\"} \(count)\n"
+            "Push deliveries by outcome (delivered, retried, dead, device_gone, postponed, requeued) and app.")
+        for (app, pushes) in snapshot.pushesByApp.sorted(by: { $0.key < $1.key }) {
+            for (outcome, count) in pushes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                out += "pushrelay_push_attempts_total{outcome=\"\(outcome.rawValue)\",app=\"\(app)\"} \(count)\n"
+            }
         }
         Self.family(&out, "pushrelay_push_duration_seconds", "histogram", "Time of one push delivery attempt.")
         out += Self.render(snapshot.pushLatency, name: "pushrelay_push_duration_seconds", labels: "")

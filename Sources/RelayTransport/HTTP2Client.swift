@@ -29,9 +29,11 @@ package final class HTTP2Client: @unchecked Sendable {
         let key: String
         let authority: String
 
-        package init(_ url: PushURL) {
+        /// - Parameter partition: requests of another partition never share a connection with
+        ///   these (APNs: a connection carries one team's provider tokens only).
+        package init(_ url: PushURL, partition: String = "") {
             self.url = url
-            key = url.origin
+            key = partition.isEmpty ? url.origin : "\(url.origin) \(partition)"
             authority = url.hostHeader
         }
     }

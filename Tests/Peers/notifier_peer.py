@@ -531,7 +531,7 @@ def expiring_jobs_keep_the_breaker_open(binary, receiver):
         # was not judged by them (they used to count as successes and closed the breaker).
         for n in range(5, 25):
             relay.post(f"expire-{n}", [f"bad{n}"], ttl=1)
-        dead = 'pushrelay_push_attempts_total{outcome="dead"}'
+        dead = 'pushrelay_push_attempts_total{outcome="dead",app="default"}'
         assert wait_for(lambda: scrape(dead) >= 20), scrape(dead)
         assert scrape(f'pushrelay_push_breaker_open{{transport="webhook",credential="",host="{host}"}}') == 1, "expiring jobs closed the breaker"
         attempts = sum(len(bad.received(f"/bad{n}/phone")) for n in range(25))

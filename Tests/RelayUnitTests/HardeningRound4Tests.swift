@@ -44,7 +44,7 @@ import Testing
         }
         admission.begin(inFlight: [webPush: 1])  // the Web Push route is full…
         let device = DueDevice(
-            userId: "u", deviceId: "android", target: PushTransport.fcm(token: "tok").target, contentFree: false)
+            userId: "u", deviceId: "android", target: PushTransport.fcm(.init(token: "tok")).target, contentFree: false)
         #expect(admission.consider(device) == .take)  // …and FCM's is not
         #expect("\(fcm)" == "fcm project-a fcm.googleapis.com:443")
         #expect("\(webPush)" == "webPush fcm.googleapis.com:443")
@@ -100,8 +100,8 @@ import Testing
     /// An answer acts only on the token it was sent to, and not on one registered again after
     /// the service's time for it.
     @Test func aGoneTokenDisablesOnlyItself() {
-        let old = PushTransport.fcm(token: "old-token")
-        let new = PushTransport.fcm(token: "new-token")
+        let old = PushTransport.fcm(.init(token: "old-token"))
+        let new = PushTransport.fcm(.init(token: "new-token"))
         #expect(DeliveryPolicy.gone(sentTo: old.target, since: nil, device: (old.target, 5000)) == .disable)
         #expect(DeliveryPolicy.gone(sentTo: old.target, since: 6000, device: (old.target, 5000)) == .disable)
         #expect(DeliveryPolicy.gone(sentTo: old.target, since: nil, device: (new.target, 5000)) == .resend)

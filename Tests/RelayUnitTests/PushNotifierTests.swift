@@ -214,12 +214,14 @@ import Testing
                 settings: PushNotifier.Settings(policy: PushNotifierTests.policy, requestTimeoutSeconds: 5),
                 signer: WebhookSignature(hmac: { _ in [] }, base64: { _ in "" }), allowList: .none,
                 metrics: Metrics(), logger: Logger(level: .error), events: Sink(), eventsURL: nil,
-                tls: try TLSContext(caFile: nil), services: { _ in [.fcm: service] }, timer: timer, random: { 0.5 },
+                tls: try TLSContext(caFile: nil), services: { _ in [ProviderKey(.fcm): service] }, timer: timer,
+                random: { 0.5 },
                 now: { Timestamp(milliseconds: clock.now) })
             store.withOutbox { outbox in
                 for device in 0..<devices {
                     outbox.register(
-                        userId: "u", deviceId: "d\(device)", target: PushTransport.fcm(token: "token\(device)").target,
+                        userId: "u", deviceId: "d\(device)",
+                        target: PushTransport.fcm(.init(token: "token\(device)")).target,
                         contentFree: false, now: 0)
                 }
             }

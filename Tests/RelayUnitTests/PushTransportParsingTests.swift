@@ -46,3 +46,39 @@ struct PushTransportParsingTests {
         }
     }
 }
+
+struct PushTransportAppTests {
+    @Test func aDeviceNamesItsAppAndItIsStoredWhenNotDefault() throws {
+        let token = String(repeating: "0f", count: 32)
+        let sub =
+            #""endpoint":"https://push.example.net/s/1","keys":{"p256dh":"BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4=","auth":"BTBZMqHH6r4Tts7J_aSIgg"}"#
+        for json in [
+            #"{"apns":{"token":"\#(token)"},"app":"beta"}"#, #"{"fcm":{"token":"abc"},"app":"acme.android"}"#,
+            #"{"webPush":{\#(sub)},"app":"web_1"}"#,
+        ] {
+            let parsed = try PushTransportParsingTests.transport(json)
+            #expect(parsed.app != .default, "\(json)")
+            #expect(parsed.target.contains(#""app":"\#(parsed.app)""#), "\(parsed.target)")
+            #expect(PushTransport(target: parsed.target) == parsed, "\(json)")
+        }
+        // Rows stored before apps existed carry none: the app `default`, stored as before.
+        let old = try #require(PushTransport(target: #"{"apns":{"token":"\#(token)"}}"#))
+        #expect(old.app == .default)
+        #expect(!old.target.contains("app"))
+        let named = try PushTransportParsingTests.transport(#"{"fcm":{"token":"abc"},"app":"default"}"#)
+        #expect(named.app == .default && !named.target.contains("app"))
+    }
+
+    @Test func anAppIsAnIdAndAWebhookHasNone() {
+        for json in [
+            #"{"fcm":{"token":"abc"},"app":""}"#, #"{"fcm":{"token":"abc"},"app":"a b"}"#,
+            #"{"fcm":{"token":"abc"},"app":7}"#,
+            #"{"fcm":{"token":"abc"},"app":"\#(String(repeating: "a", count: 65))"}"#,
+            #"{"pushUrl":"http://127.0.0.1:9/p","app":"beta"}"#,
+        ] {
+            #expect(throws: ValidationError.self, "\(json)") { try PushTransportParsingTests.transport(json) }
+        }
+        #expect(
+            (try? PushTransportParsingTests.transport(#"{"pushUrl":"http://127.0.0.1:9/p","app":"default"}"#)) != nil)
+    }
+}

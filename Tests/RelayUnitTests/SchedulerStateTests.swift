@@ -15,7 +15,7 @@ import Testing
     }
 
     func target(slots: Int = 2) -> HostAdmission.Target {
-        HostAdmission.Target(transport: .fcm(token: "t"), route: route, slots: slots)
+        HostAdmission.Target(transport: .fcm(.init(token: "t")), route: route, slots: slots)
     }
 
     func at(_ milliseconds: Int64) -> Timestamp { Timestamp(milliseconds: milliseconds) }

@@ -1,45 +1,27 @@
 package import RelayCore
-package import RelayCrypto
-import RelayLocks
 
-/// Apple Push Notification service, token-based (provider API over HTTP/2): the request
-/// `APNsRequest` builds, with `authorization: bearer` an ES256 JWT from the team's `.p8` key —
-/// one token for the key, shared by every connection and renewed on `APNsTokenSchedule`'s
-/// terms — and the answer judged by `APNsAnswer`. ExpiredProviderToken renews the token and
-/// sends once more at once; a stream the server refused goes back to the queue (requeue).
+/// Apple Push Notification service, token-based (provider API over HTTP/2), for one app: the
+/// request `APNsRequest` builds, with `authorization: bearer` the app's key's provider token
+/// (`APNsProviderToken`, shared by the apps of that key), and the answer judged by `APNsAnswer`.
+/// Connections are kept per team: Apple lets one connection carry one team's tokens.
+/// ExpiredProviderToken renews the token and sends once more at once; a stream the server
+/// refused goes back to the queue (requeue).
 package final class APNsProvider: PushProvider {
-    package struct Credentials: Sendable {
-        package var key: P256Key
-        package var keyId: String
-        package var teamId: String
-
-        package init(key: P256Key, keyId: String, teamId: String) {
-            self.key = key
-            self.keyId = keyId
-            self.teamId = teamId
-        }
-    }
-
-    private let credentials: Credentials
+    private let token: APNsProviderToken
     private let defaultTopic: String?
     private let production: HTTP2Client.Endpoint
     private let sandbox: HTTP2Client.Endpoint
     private let client: HTTP2Client
-    private let schedule = APNsTokenSchedule()
-    /// When the provider token was signed, and the `authorization` value carrying it.
-    private let token = LockedValue<(issuedAt: Int64, authorization: String)?>(nil)
-    private let wallClock: @Sendable () -> Timestamp
 
     package init(
-        credentials: Credentials, defaultTopic: String?, production: PushURL, sandbox: PushURL, client: HTTP2Client,
-        now: @escaping @Sendable () -> Timestamp
+        token: APNsProviderToken, defaultTopic: String?, production: PushURL, sandbox: PushURL, client: HTTP2Client
     ) {
-        self.credentials = credentials
+        self.token = token
         self.defaultTopic = defaultTopic
-        self.production = HTTP2Client.Endpoint(production)
-        self.sandbox = HTTP2Client.Endpoint(sandbox)
+        let team = token.credentials.teamId
+        self.production = HTTP2Client.Endpoint(production, partition: team)
+        self.sandbox = HTTP2Client.Endpoint(sandbox, partition: team)
         self.client = client
-        wallClock = now
     }
 
     package func stop() { client.stop() }
@@ -50,7 +32,7 @@ package final class APNsProvider: PushProvider {
         let url = origin(of: transport).url
         var topic = defaultTopic ?? ""
         if case .apns(let device) = transport, let named = device.topic { topic = named }
-        return PushRoute(.apns, credential: "\(credentials.keyId)/\(topic)", host: "\(url.host):\(url.port)")
+        return PushRoute(.apns, credential: "\(token.credentials.keyId)/\(topic)", host: "\(url.host):\(url.port)")
     }
 
     private func origin(of transport: PushTransport) -> HTTP2Client.Endpoint {
@@ -86,7 +68,7 @@ package final class APNsProvider: PushProvider {
     ) {
         let issuedAt: Int64
         var headers = request.headers
-        switch providerToken(expiredAnswerFor: nil) {
+        switch token.use(expiredAnswerFor: nil) {
         case .token(let signedAt, let authorization):
             issuedAt = signedAt
             headers.append(("authorization", authorization))
@@ -106,7 +88,7 @@ package final class APNsProvider: PushProvider {
                     done(outcome)
                 case .renewTokenAndRetry(let reason):
                     guard !renewed else { return done(.misconfigured(reason: reason)) }
-                    switch providerToken(expiredAnswerFor: issuedAt) {
+                    switch token.use(expiredAnswerFor: issuedAt) {
                     case .token: attempt(request, to: origin, otherwise: otherwise, renewed: true, done: done)
                     case .settled(let outcome): done(outcome)
                     }
@@ -115,46 +97,6 @@ package final class APNsProvider: PushProvider {
                 done(.requeue(reason: "APNs: \(reason)"))
             case .failure(.unreachable(let reason)), .failure(.failed(let reason)):
                 done(.retry(reason: "APNs: \(reason)", notBeforeMilliseconds: nil))
-            }
-        }
-    }
-
-    /// The token to send with, signed anew when the schedule says so. Decided and signed under
-    /// one lock, so that concurrent pushes never mint two tokens for the key (APNs answers 429
-    /// TooManyProviderTokenUpdates to a key whose token changes too often).
-    private enum ProviderToken {
-        case token(issuedAt: Int64, authorization: String)
-        /// No token to send with: the push settles as this.
-        case settled(DeliveryOutcome)
-    }
-
-    private func providerToken(expiredAnswerFor: Int64?) -> ProviderToken {
-        let now = wallClock().milliseconds
-        return token.withLock { token in
-            switch schedule.action(now: now, issuedAt: token?.issuedAt, expiredAnswerFor: expiredAnswerFor) {
-            case .use:
-                if let token { return .token(issuedAt: token.issuedAt, authorization: token.authorization) }
-            case .misconfigured(let reason):
-                return .settled(.misconfigured(reason: reason))
-            case .renew:
-                break
-            }
-            var header = JSONWriter()
-            header.beginObject()
-            header.member("alg", "ES256")
-            header.member("kid", credentials.keyId)
-            header.endObject()
-            var claims = JSONWriter()
-            claims.beginObject()
-            claims.member("iss", credentials.teamId)
-            claims.member("iat", now / 1000)
-            claims.endObject()
-            do {
-                let jwt = try JWS.compact(header: header.bytes, claims: claims.bytes, sign: credentials.key.signES256)
-                token = (now, "bearer \(jwt)")
-                return .token(issuedAt: now, authorization: "bearer \(jwt)")
-            } catch {
-                return .settled(.misconfigured(reason: "APNs: cannot sign the provider token (\(error))"))
             }
         }
     }

@@ -45,11 +45,11 @@ package final class FCMProvider: PushProvider {
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
         done: @escaping @Sendable (DeliveryOutcome) -> Void
     ) {
-        guard case .fcm(let registrationToken) = transport else { return done(.refused(reason: "not an FCM device")) }
+        guard case .fcm(let device) = transport else { return done(.refused(reason: "not an FCM device")) }
         let request: FCMRequest
         do {
             request = try FCMRequest(
-                notice: PushNotice(batch: batch), registrationToken: registrationToken, projectId: account.projectId,
+                notice: PushNotice(batch: batch), registrationToken: device.token, projectId: account.projectId,
                 now: time.milliseconds)
         } catch {
             return done(error.outcome)

@@ -21,3 +21,19 @@ package protocol PushProvider: Sendable {
 extension PushProvider {
     package func stop() {}
 }
+
+/// Which provider carries a device's pushes: its transport's service, signed with its app's
+/// credentials.
+package struct ProviderKey: Hashable, Sendable {
+    package var kind: PushTransport.Kind
+    package var app: AppID
+
+    package init(_ kind: PushTransport.Kind, app: AppID = .default) {
+        self.kind = kind
+        self.app = app
+    }
+
+    package init(_ transport: PushTransport) {
+        self.init(transport.kind, app: transport.app)
+    }
+}

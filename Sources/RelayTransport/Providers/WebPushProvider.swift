@@ -8,16 +8,20 @@ import RelayCrypto
 package struct WebPushProvider: PushProvider {
     private let sender: HTTPSender
     private let vapid: VAPIDSigner
+    private let app: AppID
 
-    package init(sender: HTTPSender, vapid: VAPIDSigner) {
+    package init(sender: HTTPSender, vapid: VAPIDSigner, app: AppID = .default) {
         self.sender = sender
         self.vapid = vapid
+        self.app = app
     }
 
-    /// Per push service origin: a subscription's refusal is that subscription's, never another
-    /// transport's on the same host.
+    /// Per push service origin, and per app (each signs with its own VAPID key): a
+    /// subscription's refusal is that subscription's, never another transport's on the same host.
     package func route(for transport: PushTransport) -> PushRoute {
-        PushRoute(.webPush, host: transport.clientChosenURL.map { "\($0.host):\($0.port)" } ?? "")
+        PushRoute(
+            .webPush, credential: app == .default ? nil : app.name,
+            host: transport.clientChosenURL.map { "\($0.host):\($0.port)" } ?? "")
     }
 
     package func send(
