@@ -90,6 +90,7 @@ test-end-to-end:
 	$(VENV)/bin/python Tests/Peers/pushdoubles_selftest.py
 	$(VENV)/bin/python Tests/Peers/webpush_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/pushservices_peer.py .build/debug/pushrelay
+	$(VENV)/bin/python Tests/Peers/apps_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/websocket_peer.py .build/debug/pushrelay
 	$(VENV)/bin/python Tests/Peers/notifier_peer.py .build/debug/pushrelay
 	Tests/Peers/contract.sh .build/debug/pushrelay 15

@@ -222,6 +222,7 @@ class APNsRequest:
     raw_body: bytes
     body: object = None        # the parsed JSON, or None
     jwt: str = None
+    team: str = None           # the team whose key signed the provider token (when it verified)
     iat: int = None            # the provider token's iat claim (when it decoded)
     time: float = 0.0
     status: int = None         # what was answered (None: not answered)
@@ -258,6 +259,9 @@ class APNsDouble:
 
     `APNsDouble(public_key_pem, team_id, key_id, topic, max_concurrent_streams=100)`.
     Set `topic` (a string or a set of strings) to change the accepted apns-topic.
+    `add_key(public_key_pem, team_id, key_id, topic)`: another signing key, of the same team or
+    another (each team with its topics). As Apple, a connection carries one team's tokens: a
+    token of another team on it is refused (403 InvalidProviderToken) and a violation.
     `script(token, answers)`; an answer is 200, (status, reason) or (status, reason, timestamp_ms)
     (a status may be a string: ("410", "Unregistered")), a bare reason such as "Unregistered",
     "goaway", "hang", "reset-refused", or ("delay", seconds, answer).
@@ -269,6 +273,8 @@ class APNsDouble:
     def __init__(self, public_key_pem, team_id, key_id, topic, max_concurrent_streams=100, goaway_grace=0.5):
         self.public_key = _public_key(public_key_pem)
         self.team_id, self.key_id, self.topic = team_id, key_id, topic
+        self.keys = {key_id: (self.public_key, team_id)}   # kid -> (public key, team)
+        self.team_topics = {}                              # teams added by add_key -> topics
         self.max_concurrent_streams = max_concurrent_streams
         self.goaway_grace = goaway_grace
         self.lock = threading.Lock()
@@ -300,6 +306,16 @@ class APNsDouble:
 
     def script(self, token, answers):
         self._scripts.set(token, answers)
+
+    def add_key(self, public_key_pem, team_id, key_id, topic):
+        with self.lock:
+            self.keys[key_id] = (_public_key(public_key_pem), team_id)
+            if team_id != self.team_id:
+                self.team_topics[team_id] = topic
+
+    def topics(self, team_id):
+        topic = self.topic if team_id == self.team_id else self.team_topics.get(team_id, ())
+        return {topic} if isinstance(topic, str) else set(topic)
 
     def for_token(self, token):
         with self.lock:
@@ -344,6 +360,7 @@ class _APNsConnection:
         self.pending = []        # (due, stream id, answer, record): delayed answers
         self.goaway_last = self.goaway_at = None
         self.closed = self.client_goaway = self.goaway_read = False
+        self.team = None         # the team of the first provider token it carried
 
     def run(self):
         tls = None
@@ -514,11 +531,19 @@ class _APNsConnection:
                         record.iat = claims["iat"]
                     if not header.get("kid") or not isinstance(claims.get("iat"), int) or not claims.get("iss"):
                         raise JWTError("kid, iss or integer iat missing", malformed=True)
-                    if header["kid"] != double.key_id:
-                        raise JWTError(f"kid {header['kid']!r}, not {double.key_id!r}")
-                    if claims["iss"] != double.team_id:
-                        raise JWTError(f"iss {claims['iss']!r}, not {double.team_id!r}")
-                    verify_es256(double.public_key, signing_input, signature)
+                    if header["kid"] not in double.keys:
+                        raise JWTError(f"kid {header['kid']!r}, not one of {sorted(double.keys)}")
+                    public_key, team = double.keys[header["kid"]]
+                    if claims["iss"] != team:
+                        raise JWTError(f"iss {claims['iss']!r}, not {team!r}")
+                    verify_es256(public_key, signing_input, signature)
+                    record.team = team
+                    # Apple: one connection, one team's provider tokens.
+                    if self.team is None:
+                        self.team = team
+                    elif self.team != team:
+                        bad("InvalidProviderToken", f"{where}: a token of team {team} on a connection of team "
+                                                    f"{self.team}")
                     if claims["iat"] < time.time() - 3600:
                         bad("ExpiredProviderToken", f"{where}: iat {claims['iat']} over an hour old", violation=False)
                     elif claims["iat"] > time.time() + 3600:
@@ -527,14 +552,20 @@ class _APNsConnection:
                     bad("InvalidProviderToken", f"{where}: provider token: {error.reason}", violation=error.malformed)
         # the headers
         topic = headers.get("apns-topic")
-        topics = {double.topic} if isinstance(double.topic, str) else set(double.topic)
+        topics = double.topics(record.team or double.team_id)
+        push_type = headers.get("apns-push-type")
+        # A VoIP push (PushKit) goes to the app's topic + ".voip", and nothing else does.
+        voip = topic is not None and topic.endswith(".voip")
         if topic is None:
             bad("MissingTopic", f"{where}: no apns-topic")
-        elif topic not in topics:
+        elif (topic[:-len(".voip")] if voip else topic) not in topics:
             bad("BadTopic", f"{where}: apns-topic {topic!r}, not {sorted(topics)}", violation=False)
-        push_type = headers.get("apns-push-type")
-        if push_type not in ("alert", "background"):
+        if push_type not in ("alert", "background", "voip"):
             bad("InvalidPushType", f"{where}: apns-push-type {push_type!r}")
+        elif (push_type == "voip") != voip:
+            bad("InvalidPushType", f"{where}: apns-push-type {push_type} with apns-topic {topic!r}")
+        elif push_type == "voip" and headers.get("apns-priority", "10") != "10":
+            bad("BadPriority", f"{where}: a voip push at apns-priority {headers.get('apns-priority')}")
         priority = headers.get("apns-priority", "10")
         if priority not in ("10", "5"):
             bad("BadPriority", f"{where}: apns-priority {priority!r}")
