@@ -13,8 +13,10 @@ package struct IncomingMessage: Sendable, Equatable {
     package var payload: [UInt8]
     package var conversationId: String?
     package var senderId: String?
-    /// The `push` object (title, body, data), compactly serialized.
+    /// The `push` object (title, body, data, type), compactly serialized.
     package var push: [UInt8]?
+    /// `push.type` is `"call"`: its pushes ring at once and alone (`PushKind.call`).
+    package var isCall = false
     package var ttlSeconds: Int64
     package var priority: Priority
     package var collapseKey: String?
@@ -58,6 +60,12 @@ package struct IncomingMessage: Sendable, Equatable {
             _ = try pushFields.optionalString("title", maxLength: 1024)
             _ = try pushFields.optionalString("body", maxLength: 4096)
             _ = try pushFields.optionalObject("data")
+            switch try pushFields.optionalString("type", maxLength: 16) {
+            case nil, "message": break
+            case "call": isCall = true
+            default:
+                throw ValidationError(.invalidField, field: "push.type", "'push.type' must be \"message\" or \"call\"")
+            }
             push = pushValue.serialized
         }
         ttlSeconds = try fields.optionalInteger("ttl", in: 1...Self.maxTTLSeconds) ?? defaultTTLSeconds

@@ -12,6 +12,9 @@ package enum PushTransport: Sendable, Equatable {
     package struct APNsDevice: Sendable, Equatable {
         /// The device token, lower-case hex.
         package var token: String
+        /// The app's PushKit token (lower-case hex), when it has calls: a call goes there as a
+        /// `voip` push, and nothing else does.
+        package var voipToken: String?
         /// The app's bundle id; `nil` means the relay's `apnsTopic`.
         package var topic: String?
         /// As the app named it; nil when it named none: production, and sandbox tried too when
@@ -135,7 +138,7 @@ package enum PushTransport: Sendable, Equatable {
             self = .webhook(try PushURL(try fields.string("pushUrl")))
         case .apns:
             let body = try FieldReader(Self.object(fields, "apns"))
-            try body.refusingUnknown(["token", "topic", "environment"], in: "apns")
+            try body.refusingUnknown(["token", "voipToken", "topic", "environment"], in: "apns")
             var device = try Self.asTransport { () throws(ValidationError) in try Self.apns(body) }
             device.app = app
             self = .apns(device)
@@ -167,14 +170,14 @@ package enum PushTransport: Sendable, Equatable {
     }
 
     private static func apns(_ fields: FieldReader) throws(ValidationError) -> APNsDevice {
-        let token = try fields.string("token").lowercased()
-        // Device tokens are 32 bytes today; Apple says they may grow, so up to 100.
-        guard token.utf8.count % 2 == 0, (64...200).contains(token.utf8.count),
-            token.utf8.allSatisfy({
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
-            })
-        else { throw invalid("apns.token", "'apns.token' must be the device token in hex (64 to 200 digits)") }
+        let token = try appleToken(try fields.string("token"), "apns.token")
+        var voipToken: String?
+        if let value = fields.value("voipToken") {
+            guard let text = value.stringValue else {
+                throw invalid("apns.voipToken", "'apns.voipToken' must be the PushKit token in hex (64 to 200 digits)")
+            }
+            voipToken = try appleToken(text, "apns.voipToken")
+        }
         var topic: String?
         if let value = fields.value("topic") {
             guard let text = value.stringValue, (1...255).contains(text.utf8.count),
@@ -189,7 +192,19 @@ package enum PushTransport: Sendable, Equatable {
             }
             environment = parsed
         }
-        return APNsDevice(token: token, topic: topic, environment: environment)
+        return APNsDevice(token: token, voipToken: voipToken, topic: topic, environment: environment)
+    }
+
+    /// An APNs or PushKit token, lower-cased: 32 bytes today; Apple says they may grow, so up to 100.
+    private static func appleToken(_ text: String, _ field: String) throws(ValidationError) -> String {
+        let token = text.lowercased()
+        guard token.utf8.count % 2 == 0, (64...200).contains(token.utf8.count),
+            token.utf8.allSatisfy({
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+            })
+        else { throw invalid(field, "'\(field)' must be the \(field == "apns.token" ? "device" : "PushKit") token in hex (64 to 200 digits)") }
+        return token
     }
 
     private static func webPush(_ fields: FieldReader) throws(ValidationError) -> WebPushSubscription {
@@ -256,6 +271,7 @@ package enum PushTransport: Sendable, Equatable {
             writer.key("apns")
             writer.beginObject()
             writer.member("token", device.token)
+            if let voipToken = device.voipToken { writer.member("voipToken", voipToken) }
             if let topic = device.topic { writer.member("topic", topic) }
             if let environment = device.environment { writer.member("environment", environment.rawValue) }
             writer.endObject()

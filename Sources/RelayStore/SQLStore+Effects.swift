@@ -90,10 +90,10 @@ extension SQLStore {
         case .clear(let userId, let deviceId):
             ("user_id = ? AND device_id = ? AND kind = \(PushKind.clear.sql)", [.text(userId), .text(deviceId)])
         case .acked(let userId, let seq):
-            ("user_id = ? AND kind = \(PushKind.message.sql) AND seq <= ?", [.text(userId), .int(seq)])
+            ("user_id = ? AND kind <> \(PushKind.clear.sql) AND seq <= ?", [.text(userId), .int(seq)])
         case .caughtUp(let userId, let deviceId, let seq):
             (
-                "user_id = ? AND device_id = ? AND kind = \(PushKind.message.sql) AND seq <= ?",
+                "user_id = ? AND device_id = ? AND kind <> \(PushKind.clear.sql) AND seq <= ?",
                 [.text(userId), .text(deviceId), .int(seq)]
             )
         }

@@ -35,7 +35,7 @@ extension SQLStore {
         }
         let committed = CommittedMessage(
             userId: userId, seq: seq, messageId: message.id, collapseKey: message.collapseKey, badge: message.badge,
-            expiresAt: expiresAt.milliseconds)
+            expiresAt: expiresAt.milliseconds, call: message.isCall)
         for deviceId in devices {
             // The device's open push window: the earliest due time still ahead (jobs already due
             // are being sent, or about to be, with everything pending at that moment).

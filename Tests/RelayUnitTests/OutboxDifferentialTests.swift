@@ -61,6 +61,8 @@ import Testing
             var seqs: [Int64]
             var at: Int64
             var ackAtSend: Int64
+            /// It carried a call's job among others (I5: a call rings alone).
+            var callAmongOthers = false
         }
 
         let policy = OutboxDifferentialTests.policy
@@ -161,12 +163,13 @@ import Testing
             let badge = roll(0..<6) == 0 ? Int64(roll(0..<9)) : nil
             let priority: Priority = roll(0..<3) == 0 ? .high : .normal
             let push = Array("{\"title\":\"\(id)\"}".utf8)
+            let call = roll(0..<8) == 0
             let onlineNow = ["u": online]
             let registered = Set(memory.devices["u"]?.filter(\.value.active).keys ?? [:].keys)
             let seqs = memory.accept(
                 messageId: id, recipients: recipients, collapseKey: collapseKey, badge: badge,
                 message: MemoryOutbox.Message(priority: priority, push: push), expiresAt: now + 60_000,
-                online: onlineNow, policy: policy, now: now)
+                online: onlineNow, policy: policy, now: now, call: call)
             commits[seqs[0]] = (now, online, registered)
             for device in online { received[device] = seqs[0] }  // sent live
             if let store {
@@ -179,13 +182,14 @@ import Testing
                 incoming.badge = badge
                 incoming.priority = priority
                 incoming.push = push
+                incoming.isCall = call
                 var new = NewMessage(message: incoming, fingerprint: Array(id.utf8), now: Timestamp(milliseconds: now))
                 new.delivery = policy
                 new.online = onlineNow
                 _ = try await SQLStoreTests.accept(store, new)
             }
             trace.append(
-                "t=\(now) commit \(id) to \(recipients) seq \(seqs) key \(collapseKey ?? "-") online \(online.sorted())"
+                "t=\(now) commit \(id)\(call ? " (call)" : "") to \(recipients) seq \(seqs) key \(collapseKey ?? "-") online \(online.sorted())"
             )
             try await compare("commit \(id)")
         }
@@ -286,10 +290,14 @@ import Testing
                     random: { draw }
                 ).verdict
                 outcomes.append((batch, verdict))
-                let seqs = memory.jobs.filter { batch.jobIds.contains($0.id) && $0.kind == .message }.map(\.seq)
+                let seqs = memory.jobs.filter { batch.jobIds.contains($0.id) && $0.kind.announcesMessage }.map(\.seq)
                 trace.append("t=\(now) push \(batch.userId)/\(batch.deviceId) \(batch.kind) seqs \(seqs) → \(verdict)")
                 if verdict == .delivered, batch.userId == "u", !seqs.isEmpty {
-                    pushes.append(Push(device: batch.deviceId, seqs: seqs, at: now, ackAtSend: ack))
+                    let kinds = memory.jobs.filter { batch.jobIds.contains($0.id) }.map(\.kind)
+                    pushes.append(
+                        Push(
+                            device: batch.deviceId, seqs: seqs, at: now, ackAtSend: ack,
+                            callAmongOthers: kinds.contains(.call) && kinds.count > 1))
                 }
             }
             let gone = memory.finish(outcomes, now: now)
@@ -382,10 +390,10 @@ import Testing
 
         // MARK: Invariants
 
-        /// I1–I4 for user `u`, once everything has settled.
+        /// I1–I5 for user `u`, once everything has settled.
         func violations() -> [String] {
             var found: [String] = []
-            let jobs = memory.jobs.filter { $0.userId == "u" && $0.kind == .message }
+            let jobs = memory.jobs.filter { $0.userId == "u" && $0.kind.announcesMessage }
             for (seq, commit) in commits {
                 for device in commit.registered where !jobs.contains(where: { $0.seq == seq && $0.deviceId == device })
                 {
@@ -415,6 +423,9 @@ import Testing
                     else { continue }
                     found.append("I3: device \(push.device) got seq \(seq) live, acked in time, and was pushed")
                 }
+            }
+            for push in pushes where push.callAmongOthers {
+                found.append("I5: a call was pushed to \(push.device) at \(push.at) with other jobs: \(push.seqs)")
             }
             for device in devices {
                 let covers = pushes.filter { $0.device == device }.flatMap(\.seqs)

@@ -20,14 +20,20 @@ package struct CommittedMessage: Sendable, Equatable {
     package var collapseKey: String?
     package var badge: Int64?
     package var expiresAt: Int64
+    /// Marked `push.type: "call"`.
+    package var call: Bool
 
-    package init(userId: String, seq: Int64, messageId: String, collapseKey: String?, badge: Int64?, expiresAt: Int64) {
+    package init(
+        userId: String, seq: Int64, messageId: String, collapseKey: String?, badge: Int64?, expiresAt: Int64,
+        call: Bool = false
+    ) {
         self.userId = userId
         self.seq = seq
         self.messageId = messageId
         self.collapseKey = collapseKey
         self.badge = badge
         self.expiresAt = expiresAt
+        self.call = call
     }
 }
 
@@ -64,10 +70,24 @@ extension DeliveryPolicy {
     /// A message committed at `now` for one device, `online` per the snapshot taken before the
     /// write, `openWindowDue` the device's open push window: the device's pending jobs with the
     /// message's collapse key are cancelled (RFC 8030 "Topic"), and its job is due per `dueAt`.
+    /// A call stands alone: due at once when the device is offline (an online one has it live,
+    /// and gets the ack timeout as any message), never collapsed, and given up after
+    /// `callLifetimeMs` (a call that rings minutes later is worse than none).
     package func committed(
         _ message: CommittedMessage, deviceId: String, online: Bool, openWindowDue: Int64?, now: Int64,
         webhookId: String
     ) -> [PushEffect] {
+        if message.call {
+            return [
+                .insert(
+                    NewPushJob(
+                        webhookId: webhookId, kind: .call, userId: message.userId, deviceId: deviceId,
+                        messageId: message.messageId, seq: message.seq, collapseKey: nil,
+                        dueAt: online ? now + ackTimeoutMs : now,
+                        expiresAt: min(message.expiresAt, now + Self.callLifetimeMs), badge: message.badge,
+                        createdAt: now))
+            ]
+        }
         var effects: [PushEffect] = []
         if let collapseKey = message.collapseKey {
             effects.append(
@@ -145,7 +165,7 @@ extension DeliveryPolicy {
             userId: batch.userId, seqs: entries, state: .pushed, replacing: [.stored, .live, .dead])
         let dead = PushEffect.markEntries(
             userId: batch.userId, seqs: entries, state: .dead, replacing: [.stored, .live])
-        let message = batch.kind == .message
+        let message = batch.kind.announcesMessage
         switch verdict {
         case .delivered:
             return [.update(jobs: jobs, JobUpdate(state: .delivered, lastError: .clear, countsAttempt: true))]
@@ -249,4 +269,8 @@ extension DeliveryPolicy {
     /// How long a `clear` may be retried: a badge still too high a day later is better left to
     /// the next message's push than sent.
     package static let clearLifetimeMs: Int64 = 86_400_000
+
+    /// How long a call's push may be retried (its message's TTL, if shorter, wins): a phone that
+    /// rings after the caller gave up is worse than one that does not.
+    package static let callLifetimeMs: Int64 = 30_000
 }

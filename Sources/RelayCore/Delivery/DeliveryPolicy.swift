@@ -138,11 +138,17 @@ package struct DeliveryPolicy: Sendable, Equatable {
     }
 }
 
-/// What a push job announces: a message (or a window of them), or a `clear` after the user read
-/// elsewhere (the badge goes down). Stored as its raw value.
+/// What a push job announces: a message (or a window of them), a call, or a `clear` after the
+/// user read elsewhere (the badge goes down). Stored as its raw value.
 package enum PushKind: String, Sendable {
     case message
     case clear
+    /// A message marked `push.type: "call"`: it rings at once (no window), alone (never
+    /// coalesced or collapsed), through PushKit on iOS, and never causes a `clear`.
+    case call
+
+    /// Whether the push announces a message (a `clear` announces none).
+    package var announcesMessage: Bool { self != .clear }
 }
 
 /// Where a push job (or an event job: never `cancelled`) is in its life. Stored as its raw value.

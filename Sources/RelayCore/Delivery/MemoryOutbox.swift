@@ -105,7 +105,7 @@ package struct MemoryOutbox: Sendable {
     @discardableResult
     package mutating func accept(
         messageId: String, recipients: [String], collapseKey: String?, badge: Int64?, message: Message,
-        expiresAt: Int64, online: [String: Set<String>], policy: DeliveryPolicy, now: Int64
+        expiresAt: Int64, online: [String: Set<String>], policy: DeliveryPolicy, now: Int64, call: Bool = false
     ) -> [Int64] {
         messages[messageId] = message
         var seqs: [Int64] = []
@@ -116,7 +116,7 @@ package struct MemoryOutbox: Sendable {
             seqs.append(inbox.head)
             let committed = CommittedMessage(
                 userId: userId, seq: inbox.head, messageId: messageId, collapseKey: collapseKey, badge: badge,
-                expiresAt: expiresAt)
+                expiresAt: expiresAt, call: call)
             let present = online[userId] ?? []
             for deviceId in activeDevices(of: userId) {
                 apply(

@@ -62,12 +62,14 @@ extension PushBatch {
     /// may be retried until the latest TTL among them, and counts the most attempts any made.
     /// Its webhook id is the first job's, plus the newest job's id when there are several (a
     /// receiver may drop a repeated id as a replay, and a grown window is another body).
+    /// A due call goes first and alone (it rings; it announces nothing else): the others wait
+    /// for the next pass.
     package static func coalescing(
         _ jobs: [DueJob], userId: String, deviceId: String, target: String, contentFree: Bool, unread: Int64
     ) -> PushBatch? {
-        let ordered = jobs.sorted { a, b in
-            (a.kind == .message ? 0 : 1, a.seq, a.id) < (b.kind == .message ? 0 : 1, b.seq, b.id)
-        }
+        let rank: (PushKind) -> Int = { kind in kind == .call ? 0 : kind == .message ? 1 : 2 }
+        var ordered = jobs.sorted { a, b in (rank(a.kind), a.seq, a.id) < (rank(b.kind), b.seq, b.id) }
+        if let call = ordered.first, call.kind == .call { ordered = [call] }
         guard let first = ordered.first else { return nil }
         var batch = PushBatch(
             userId: userId, deviceId: deviceId, target: target, contentFree: contentFree, jobIds: [first.id],

@@ -80,9 +80,9 @@ package enum JobScope: Sendable, Equatable {
         case .clear(let user, let device):
             user == userId && device == deviceId && kind == .clear
         case .acked(let user, let through):
-            user == userId && kind == .message && seq <= through
+            user == userId && kind.announcesMessage && seq <= through
         case .caughtUp(let user, let device, let through):
-            user == userId && device == deviceId && kind == .message && seq <= through
+            user == userId && device == deviceId && kind.announcesMessage && seq <= through
         }
     }
 }

@@ -48,17 +48,38 @@ package final class APNsProvider: PushProvider {
         guard let topic = device.topic ?? defaultTopic else {
             return done(.misconfigured(reason: "APNs: no topic: set apnsTopic, or the device's apns.topic"))
         }
+        // A call rings the PushKit token when the app registered one; else it is an alert.
+        let voipToken = batch.kind == .call ? device.voipToken : nil
         let request: APNsRequest
         do {
             request = try APNsRequest(
-                notice: PushNotice(batch: batch), deviceToken: device.token, topic: topic, now: time.milliseconds)
+                notice: PushNotice(batch: batch), deviceToken: voipToken ?? device.token, topic: topic,
+                now: time.milliseconds, voip: voipToken != nil)
         } catch {
             return done(error.outcome)
         }
         // A device that named no environment may hold a development build's token: production
         // answers BadDeviceToken to it, and the sandbox decides before anything is disabled.
         let fallback = device.environment == nil ? sandbox : nil
-        attempt(request, to: origin(of: transport), otherwise: fallback, renewed: false, done: done)
+        let settle: @Sendable (DeliveryOutcome) -> Void
+        if voipToken == nil {
+            settle = done
+        } else {
+            settle = { outcome in done(Self.aboutThePushKitToken(outcome)) }
+        }
+        attempt(request, to: origin(of: transport), otherwise: fallback, renewed: false, done: settle)
+    }
+
+    /// An answer about a PushKit token says nothing of the device's alert token, which is what
+    /// the device is disabled by: a gone or refused PushKit token makes the call dead instead
+    /// (the app registers a new one with its next `voipToken`).
+    static func aboutThePushKitToken(_ outcome: DeliveryOutcome) -> DeliveryOutcome {
+        switch outcome {
+        case .deviceGone(let reason, _), .tokenRejected(let reason):
+            return .dead(reason: "\(reason) (the PushKit token; the device is kept)")
+        default:
+            return outcome
+        }
     }
 
     /// - Parameter otherwise: where to send the same request when `origin` answers BadDeviceToken.

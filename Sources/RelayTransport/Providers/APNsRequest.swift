@@ -10,9 +10,15 @@ import RelayCrypto
 /// only sets the badge (and wakes the app to withdraw what was read); it is sent as an `alert`
 /// push at priority 5, because Apple's rules for `background` pushes forbid the `badge` key.
 /// Every payload carries `relay` (whom it is for, which seqs) and stays within 4096 bytes.
+///
+/// A call to a device with a PushKit token is a `voip` push (Apple requires the push type to
+/// match): topic `<bundle id>.voip`, priority 10, no `aps` (PushKit hands the app the whole
+/// dictionary, which must report the call to CallKit), the `push` object whole for the caller's
+/// name; within 5120 bytes. A call to a device without one is an alert at priority 10.
 package struct APNsRequest: Sendable {
-    /// APNs refuses larger payloads (413 PayloadTooLarge); VoIP's 5120 does not apply here.
+    /// APNs refuses larger payloads (413 PayloadTooLarge).
     package static let maxPayloadBytes = 4096
+    package static let maxVoIPPayloadBytes = 5120
     /// APNs refuses a longer `apns-collapse-id` (400 BadCollapseId): a longer key is hashed to fit
     /// (`PushNotice.fitted`), as Web Push's `Topic` is.
     package static let maxCollapseIdBytes = 64
@@ -48,8 +54,9 @@ package struct APNsRequest: Sendable {
     ///   - topic: the app's bundle id.
     ///   - now: milliseconds since the epoch (an expiration already past is sent as now).
     ///   - hash: SHA-256, for a collapse key longer than APNs takes.
+    ///   - voip: send it as a PushKit push (a call, to the device's `voipToken`).
     package init(
-        notice: PushNotice, deviceToken: String, topic: String, now: Int64,
+        notice: PushNotice, deviceToken: String, topic: String, now: Int64, voip: Bool = false,
         hash: ([UInt8]) -> [UInt8] = Crypto.sha256
     ) throws(Refusal) {
         guard (1...200).contains(deviceToken.utf8.count), deviceToken.utf8.allSatisfy(\.isHexDigit) else {
@@ -57,19 +64,20 @@ package struct APNsRequest: Sendable {
         }
         guard !topic.isEmpty, topic.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else { throw .badTopic }
         path = "/3/device/" + deviceToken
-        let alerts = notice.kind == .message
-        let urgent = alerts && notice.priority == .high
+        let urgent = notice.kind.announcesMessage && notice.priority == .high
         headers = [
-            ("apns-topic", topic),
-            ("apns-push-type", "alert"),
-            ("apns-priority", urgent ? "10" : "5"),
+            ("apns-topic", voip ? topic + ".voip" : topic),
+            ("apns-push-type", voip ? "voip" : "alert"),
+            ("apns-priority", urgent || voip ? "10" : "5"),
             ("apns-expiration", String(max(notice.expiresAt, now) / 1000)),
         ]
-        if let key = PushNotice.fitted(collapseKey: notice.collapseKey, maxBytes: Self.maxCollapseIdBytes, hash: hash) {
+        if !voip,
+            let key = PushNotice.fitted(collapseKey: notice.collapseKey, maxBytes: Self.maxCollapseIdBytes, hash: hash)
+        {
             headers.append(("apns-collapse-id", key))
         }
         headers.append(("apns-id", Self.uuid(for: notice.id)))
-        body = Self.payload(notice)
+        body = voip ? Self.voipPayload(notice) : Self.payload(notice)
     }
 
     // MARK: Payload
@@ -86,8 +94,26 @@ package struct APNsRequest: Sendable {
         case generic
     }
 
+    /// `{"relay": {…}, "push": {…}}`: the `push` object left out when the device is content-free
+    /// or it does not fit.
+    static func voipPayload(_ notice: PushNotice) -> [UInt8] {
+        func payload(withPush: Bool) -> [UInt8] {
+            var writer = JSONWriter(capacity: 256 + (notice.push?.count ?? 0))
+            writer.beginObject()
+            relay(notice, level: .whole, to: &writer)
+            if withPush, !notice.contentFree, let push = notice.push {
+                writer.key("push")
+                writer.raw(push)
+            }
+            writer.endObject()
+            return writer.bytes
+        }
+        let whole = payload(withPush: true)
+        return whole.count <= maxVoIPPayloadBytes ? whole : payload(withPush: false)
+    }
+
     static func payload(_ notice: PushNotice) -> [UInt8] {
-        let showsText = notice.kind == .message && !notice.contentFree
+        let showsText = notice.kind.announcesMessage && !notice.contentFree
         let title = showsText ? notice.title.nonEmpty : nil
         let body = showsText ? notice.body.nonEmpty : nil
         return PayloadFit.fit(
@@ -106,7 +132,7 @@ package struct APNsRequest: Sendable {
         case .clear:
             writer.member("badge", notice.unread)
             writer.member("content-available", 1)
-        case .message:
+        case .message, .call:
             writer.key("alert")
             writer.beginObject()
             let generic = level == .generic || (title == nil && body == nil)
@@ -122,6 +148,17 @@ package struct APNsRequest: Sendable {
             if generic { writer.member("mutable-content", 1) }
         }
         writer.endObject()
+        relay(notice, level: level, to: &writer)
+        if level == .whole, notice.kind.announcesMessage, !notice.contentFree, let data = notice.data {
+            writer.key("data")
+            writer.raw(data)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// `"relay": {userId, deviceId, messageId, seq, type}`, as much as `level` keeps.
+    private static func relay(_ notice: PushNotice, level: Level, to writer: inout JSONWriter) {
         writer.key("relay")
         writer.beginObject()
         if level == .whole || level == .withoutData || level == .essentialRelay {
@@ -138,12 +175,6 @@ package struct APNsRequest: Sendable {
         writer.endObject()
         writer.member("type", notice.kind.rawValue)
         writer.endObject()
-        if level == .whole, notice.kind == .message, !notice.contentFree, let data = notice.data {
-            writer.key("data")
-            writer.raw(data)
-        }
-        writer.endObject()
-        return writer.bytes
     }
 
     // MARK: apns-id

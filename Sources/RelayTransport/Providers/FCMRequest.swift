@@ -6,7 +6,8 @@ package import RelayCore
 ///
 /// A message with text is a notification (title, body, the badge count on Android) plus data; a
 /// content-free device, a message without text and a `clear` get data only, which the app
-/// handles itself (a content-free app fetches the message, a clear withdraws what was read).
+/// handles itself (a content-free app fetches the message, a clear withdraws what was read); so
+/// does a call, at high priority, with its title and body in the data (the app rings itself).
 /// `data` values are all strings, as FCM requires: `userId`, `deviceId`, `type`, `seqFrom`,
 /// `seqTo`, `unread`, `messageId` when known, and the chat server's `push.data` as JSON text
 /// under `data` (one member: its keys could collide with FCM's reserved ones, e.g. `from`).
@@ -116,8 +117,13 @@ package struct FCMRequest: Sendable {
         if fullData, !notice.contentFree, let messageId = notice.messageId {
             data.member("messageId", messageId)
         }
-        if level == .whole, notice.kind == .message, !notice.contentFree, let appData = notice.data {
+        if level == .whole, notice.kind.announcesMessage, !notice.contentFree, let appData = notice.data {
             data.member("data", String(decoding: appData, as: UTF8.self))
+        }
+        // A call is data only (the app rings itself): its texts travel in the data.
+        if notice.kind == .call, level == .whole, !notice.contentFree {
+            if let title = notice.title { data.member("title", title) }
+            if let body = notice.body { data.member("body", body) }
         }
         data.endObject()
 

@@ -19,7 +19,7 @@ extension PushNotice {
         writer.member("unread", unread)
         writer.member("priority", priority.rawValue)
         writer.member("collapseKey", orNull: collapseKey)
-        if !contentFree, kind == .message {
+        if !contentFree, kind.announcesMessage {
             writer.key("push")
             if let push { writer.raw(push) } else { writer.null() }
         }

@@ -66,6 +66,7 @@ package struct PushNotice: Sendable, Equatable {
             seqFrom: batch.seqFrom, seqTo: batch.seqTo, unread: batch.unread, priority: batch.priority,
             collapseKey: batch.collapseKey, contentFree: batch.contentFree,
             expiresAt: batch.expiresAt.milliseconds, id: batch.webhookId)
+        if kind == .call { priority = .high }  // it rings
         push = batch.push
         guard let raw = batch.push, let parsed = try? JSONParser.parse(raw), case .object = parsed else { return }
         title = parsed["title"]?.stringValue

@@ -70,7 +70,7 @@ package struct WebPushRequest: Sendable {
     }
 
     static func plaintext(_ notice: PushNotice) -> [UInt8] {
-        let showsText = notice.kind == .message && !notice.contentFree
+        let showsText = notice.kind.announcesMessage && !notice.contentFree
         let members: [(String, JSONValue)]?
         if showsText, let push = notice.push, case .object(let parsed)? = try? JSONParser.parse(push) {
             members = parsed
