@@ -213,5 +213,45 @@ def a_removed_app_holds_its_pushes(binary):
         world.close()
 
 
+@check("a call rings the PushKit token at once and nothing else does; without one it is an urgent alert")
+def a_call_rings_at_once(binary):
+    world = World()
+    world.settings["pushDelayMs"] = 10_000  # a message waits for its window; a call does not
+    relay = Relay(binary, *world.config(world.apps))
+    try:
+        put(relay, "cal", "iphone", {"apns": {"token": token(8), "voipToken": token(9)}})
+        put(relay, "cal", "old-iphone", {"apns": {"token": token(10)}})
+        put(relay, "cal", "android", {"fcm": {"token": "tok-cal:APA91"}})
+        started = time.monotonic()
+        status, body = relay.http("POST", "/v1/messages", {
+            "id": "call-1", "recipients": ["cal"], "payload": {"call": "c1"},
+            "push": {"type": "call", "title": "Ann", "body": "is calling", "data": {"callId": "c1"}}})
+        assert status == 202, body
+        assert wait_for(lambda: delivered(world.apns.for_token(token(9)))
+                        and delivered(world.apns.for_token(token(10)))
+                        and delivered(world.fcm.for_token("tok-cal:APA91")), 30), world.apns.requests
+        rang = time.monotonic() - started
+        assert rang < 8, f"the call waited {rang:.1f} s: it must not wait for the 10 s window"
+        voip = delivered(world.apns.for_token(token(9)))[0]
+        assert voip.headers["apns-push-type"] == "voip" and voip.headers["apns-topic"] == TOPIC + ".voip", voip.headers
+        assert voip.headers["apns-priority"] == "10" and voip.body["push"]["data"] == {"callId": "c1"}, voip.body
+        alert = delivered(world.apns.for_token(token(10)))[0]
+        assert alert.headers["apns-push-type"] == "alert" and alert.headers["apns-priority"] == "10", alert.headers
+        android = delivered(world.fcm.for_token("tok-cal:APA91"))[0].message
+        assert "notification" not in android and android["android"]["priority"] == "HIGH", android
+        assert android["data"]["type"] == "call" and android["data"]["title"] == "Ann", android
+        # A plain message to the same phone: its alert token, after the window; never the PushKit one.
+        post(relay, "after-call", "cal")
+        assert wait_for(lambda: delivered(world.apns.for_token(token(8))), 30), world.apns.requests
+        assert len(world.apns.for_token(token(9))) == 1, "the PushKit token got more than the call"
+        assert delivered(world.apns.for_token(token(8)))[0].headers["apns-push-type"] == "alert"
+        assert not world.apns.violations and not world.fcm.violations, (world.apns.violations, world.fcm.violations)
+        return (f"rang {rang:.2f} s after the post (window 10 s): voip to {voip.headers['apns-topic']}, an urgent "
+                f"alert to the phone without PushKit, a HIGH data message on Android; the next message to the alert token")
+    finally:
+        relay.stop()
+        world.close()
+
+
 if __name__ == "__main__":
     sys.exit(run_checks(checks, lambda fn: fn(sys.argv[1])))

@@ -591,7 +591,9 @@ class _APNsConnection:
                 record.body = json.loads(raw)
             except ValueError:
                 record.body = None
-            if not isinstance(record.body, dict) or not isinstance(record.body.get("aps"), dict):
+            if push_type == "voip" and isinstance(record.body, dict):
+                pass  # PushKit hands the app the whole dictionary: no aps needed
+            elif not isinstance(record.body, dict) or not isinstance(record.body.get("aps"), dict):
                 # (APNs has no reason of its own for this; PayloadEmpty is the nearest)
                 bad("PayloadEmpty", f"{where}: payload is not a JSON object with an aps object: {raw[:80]!r}")
         for _, _, text in problems:

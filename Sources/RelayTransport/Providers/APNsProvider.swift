@@ -73,7 +73,7 @@ package final class APNsProvider: PushProvider {
     /// An answer about a PushKit token says nothing of the device's alert token, which is what
     /// the device is disabled by: a gone or refused PushKit token makes the call dead instead
     /// (the app registers a new one with its next `voipToken`).
-    static func aboutThePushKitToken(_ outcome: DeliveryOutcome) -> DeliveryOutcome {
+    package static func aboutThePushKitToken(_ outcome: DeliveryOutcome) -> DeliveryOutcome {
         switch outcome {
         case .deviceGone(let reason, _), .tokenRejected(let reason):
             return .dead(reason: "\(reason) (the PushKit token; the device is kept)")
