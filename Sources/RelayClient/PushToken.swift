@@ -6,8 +6,9 @@ public import Foundation
 public enum PushToken: Sendable, Equatable {
     /// APNs: the device token in hex, the app's bundle id (nil: the relay's `apnsTopic`), and
     /// its environment: `sandbox` for development builds, nil when the app does not say (the
-    /// relay sends to production, and tries the sandbox before it gives a token up).
-    case apns(String, topic: String? = nil, environment: APNsEnvironment? = nil)
+    /// relay sends to production, and tries the sandbox before it gives a token up). An app with
+    /// calls adds its PushKit token (hex): calls ring there, everything else goes to the first.
+    case apns(String, topic: String? = nil, environment: APNsEnvironment? = nil, voipToken: String? = nil)
     /// FCM: the registration token.
     case fcm(String)
     /// Web Push: the browser's `PushSubscription` (its endpoint, `keys.p256dh`, `keys.auth`).
@@ -18,19 +19,24 @@ public enum PushToken: Sendable, Equatable {
         case sandbox
     }
 
-    /// APNs from the `Data` that `didRegisterForRemoteNotificationsWithDeviceToken` hands over.
+    /// APNs from the `Data` that `didRegisterForRemoteNotificationsWithDeviceToken` hands over
+    /// (and PushKit's `pushRegistry(_:didUpdate:for:)`, for `voipToken`).
     public static func apns(
-        deviceToken: Data, topic: String? = nil, environment: APNsEnvironment? = nil
+        deviceToken: Data, topic: String? = nil, environment: APNsEnvironment? = nil, voipToken: Data? = nil
     ) -> PushToken {
-        .apns(deviceToken.map { String(format: "%02x", $0) }.joined(), topic: topic, environment: environment)
+        .apns(
+            hex(deviceToken), topic: topic, environment: environment, voipToken: voipToken.map { hex($0) })
     }
+
+    private static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
 
     /// The device body of `PUT /v1/users/{userId}/devices/{deviceId}`.
     var body: [String: Any] {
         switch self {
-        case .apns(let token, let topic, let environment):
+        case .apns(let token, let topic, let environment, let voipToken):
             // Only what the app set: the relay keeps what the server registered for the rest.
             var apns: [String: Any] = ["token": token]
+            if let voipToken { apns["voipToken"] = voipToken }
             if let environment { apns["environment"] = environment.rawValue }
             if let topic { apns["topic"] = topic }
             return ["apns": apns]

@@ -44,6 +44,9 @@ public actor RelayClient {
         public var pollWhenSocketFails = true
         /// Seconds an HTTP request of the SDK (catch-up polling, acks over REST) may take.
         public var requestTimeout: Double = 10
+        /// The operator's app this build is (a relay serving several names each, e.g. `beta`):
+        /// sent with ``RelayClient/setPushToken(_:deviceId:contentFree:)``. Nil: the relay's default.
+        public var app: String?
 
         /// A configuration with the defaults above.
         public init(
@@ -176,6 +179,7 @@ public actor RelayClient {
         guard let deviceId = deviceId ?? configuration.deviceId else { throw PushTokenError.noDeviceId }
         var body = token.body
         if let contentFree { body["contentFree"] = contentFree }
+        if let app = configuration.app { body["app"] = app }
         for refresh in [false, true] {
             guard let credential = try? await configuration.tokenProvider(refresh) else {
                 throw PushTokenError.unreachable

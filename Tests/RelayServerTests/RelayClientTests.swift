@@ -8,13 +8,14 @@ import Testing
 @Suite(.serialized) struct RelayClientTests {
     func client(
         _ relay: RelayProcess, user: String, device: String = "phone", cursor: any CursorStore = InMemoryCursorStore(),
-        tokens: (@Sendable (Bool) async throws -> String)? = nil
+        app: String? = nil, tokens: (@Sendable (Bool) async throws -> String)? = nil
     ) -> RelayClient {
         var configuration = RelayClient.Configuration(
             relayURL: relay.baseURL, userId: user, deviceId: device,
             tokenProvider: tokens ?? { _ in try await relay.token(userId: user, deviceId: device) })
         configuration.backoff = Backoff(base: 0.05, cap: 0.5)
         configuration.cursorStore = cursor
+        configuration.app = app
         return RelayClient(configuration: configuration)
     }
 
@@ -64,15 +65,22 @@ import Testing
             json: ["apns": ["token": String(repeating: "0", count: 64)], "contentFree": true, "platform": "ios"])
         #expect(registered.status == 201, "\(registered.text)")
         let deviceToken = Data((0..<32).map { UInt8($0 * 7 & 0xFF) })
-        try await client.setPushToken(.apns(deviceToken: deviceToken, environment: .sandbox))
+        let voipToken = Data((0..<32).map { UInt8($0 * 5 & 0xFF) })
+        try await client.setPushToken(.apns(deviceToken: deviceToken, environment: .sandbox, voipToken: voipToken))
         let devices = try await relay.request("GET", "/v1/users/ann/devices").object["devices"] as? [[String: Any]]
         let apns = devices?.first?["apns"] as? [String: Any]
         #expect(apns?["token"] as? String == deviceToken.map { String(format: "%02x", $0) }.joined())
+        #expect(apns?["voipToken"] as? String == voipToken.map { String(format: "%02x", $0) }.joined())
         #expect(apns?["environment"] as? String == "sandbox")
         #expect(devices?.first?["contentFree"] as? Bool == true)
         #expect(devices?.first?["platform"] as? String == "ios")
         await #expect(throws: PushTokenError.refused(status: 400, code: "transport_unavailable")) {
             try await client.setPushToken(.fcm("abc:APA91b"))
+        }
+        // A build of another app names it: this relay has no app 'beta'.
+        await #expect(throws: PushTokenError.refused(status: 400, code: "transport_unavailable")) {
+            try await self.client(relay, user: "ann", device: "iphone", app: "beta")
+                .setPushToken(.apns(deviceToken: deviceToken))
         }
     }
 

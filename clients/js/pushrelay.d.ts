@@ -383,13 +383,14 @@ export class RelayClient {
      */
     setPushSubscription(subscription: PushSubscription | PushSubscriptionJSON, options?: PushOptions | undefined): Promise<void>;
     /**
-     * Registers a native push token from React Native: `{ apns: hexToken, topic?, environment? }`
-     * or `{ fcm: registrationToken }`.
-     * @param {{ apns: string, topic?: string, environment?: "production" | "sandbox" } | { fcm: string }} token
+     * Registers a native push token from React Native: `{ apns: hexToken, voipToken?, topic?,
+     * environment? }` (`voipToken`: the PushKit token, where calls ring) or `{ fcm: registrationToken }`.
+     * @param {{ apns: string, voipToken?: string, topic?: string, environment?: "production" | "sandbox" } | { fcm: string }} token
      * @param {PushOptions} [options]
      */
     setPushToken(token: {
         apns: string;
+        voipToken?: string;
         topic?: string;
         environment?: "production" | "sandbox";
     } | {

@@ -843,9 +843,9 @@ export class RelayClient {
   }
 
   /**
-   * Registers a native push token from React Native: `{ apns: hexToken, topic?, environment? }`
-   * or `{ fcm: registrationToken }`.
-   * @param {{ apns: string, topic?: string, environment?: "production" | "sandbox" } | { fcm: string }} token
+   * Registers a native push token from React Native: `{ apns: hexToken, voipToken?, topic?,
+   * environment? }` (`voipToken`: the PushKit token, where calls ring) or `{ fcm: registrationToken }`.
+   * @param {{ apns: string, voipToken?: string, topic?: string, environment?: "production" | "sandbox" } | { fcm: string }} token
    * @param {PushOptions} [options]
    */
   async setPushToken(token, options = {}) {
@@ -855,6 +855,7 @@ export class RelayClient {
       // Only what the app named: without an environment the relay tries the sandbox before it
       // gives a development build's token up.
       if (token.environment) apns.environment = token.environment;
+      if (token.voipToken) apns.voipToken = token.voipToken;
       if (token.topic) apns.topic = token.topic;
       await this.#putDevice({ apns }, options);
     } else if ("fcm" in token && typeof token.fcm === "string") {

@@ -395,11 +395,13 @@ test("React Native's parts: an AsyncStorage-like cursor resumes a restarted app;
     assert.deepEqual(ids(after), ["n3"]);
 
     // Push tokens as a React Native push library hands them over (a hex APNs token, an FCM token).
+    // (A phone with calls hands over its PushKit token too.)
     const apns = "a1".repeat(32);
-    await restarted.setPushToken({ apns, topic: "com.example.chat", environment: "sandbox" });
+    const voipToken = "b2".repeat(32);
+    await restarted.setPushToken({ apns, voipToken, topic: "com.example.chat", environment: "sandbox" });
     let { body } = await relay.http("GET", "/v1/users/rita/devices");
     assert.deepEqual(body.devices.map((d) => [d.deviceId, d.transport, d.apns]),
-      [["phone", "apns", { token: apns, topic: "com.example.chat", environment: "sandbox" }]]);
+      [["phone", "apns", { token: apns, voipToken, topic: "com.example.chat", environment: "sandbox" }]]);
     const tablet = makeClient({ userId: "rita", deviceId: "tablet", getToken: () => relay.token("rita", "tablet") });
     await tablet.setPushToken({ fcm: "fcm-registration-token-1" });
     ({ body } = await relay.http("GET", "/v1/users/rita/devices"));
