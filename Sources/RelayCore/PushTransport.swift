@@ -97,6 +97,17 @@ package enum PushTransport: Sendable, Equatable {
         }
     }
 
+    /// The device's address as a trace or log shows it: a token's first 8 characters (a token is
+    /// a credential of sorts: enough to tell two apart), a URL's origin.
+    package var shortened: String {
+        switch self {
+        case .webhook(let url): return url.origin
+        case .apns(let device): return String(device.token.prefix(8)) + "…"
+        case .fcm(let device): return String(device.token.prefix(8)) + "…"
+        case .webPush(let subscription): return subscription.endpoint.origin
+        }
+    }
+
     /// The URL the relay itself connects to for this device, when the device chose it (a webhook
     /// or a browser's push service): the SSRF guard and the allow-list apply to it. APNs and FCM
     /// hosts come from the operator's settings.
@@ -203,7 +214,12 @@ package enum PushTransport: Sendable, Equatable {
                 (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
                     || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
             })
-        else { throw invalid(field, "'\(field)' must be the \(field == "apns.token" ? "device" : "PushKit") token in hex (64 to 200 digits)") }
+        else {
+            throw invalid(
+                field,
+                "'\(field)' must be the \(field == "apns.token" ? "device" : "PushKit") token in hex (64 to 200 digits)"
+            )
+        }
         return token
     }
 

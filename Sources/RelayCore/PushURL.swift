@@ -77,3 +77,17 @@ package struct PushURL: Sendable, Equatable {
         }
     }
 }
+
+extension PushURL {
+    /// `scheme://host[:port]`, the port only when it is not the scheme's default (RFC 6454): a
+    /// VAPID audience, an HTTP/2 connection pool's key.
+    package var origin: String { "\(scheme)://\(hostHeader)" }
+
+    /// The `Host` header: the name as written, with the port when it is not the default.
+    package var hostHeader: String {
+        // (Not `contains(":")`: Foundation's substring search, per push, cost more than the request.)
+        let name = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
+        let defaultPort = scheme == "https" ? 443 : 80
+        return port == defaultPort ? name : "\(name):\(port)"
+    }
+}

@@ -222,17 +222,22 @@ package final class PushNotifier: Sendable {
     private func deliver(_ batch: PushBatch, to target: HostAdmission.Target) {
         let started = now()
         let route = target.route
-        let settle: @Sendable (DeliveryOutcome) -> Void = { [self] outcome in
+        let settle: @Sendable (DeliveryReceipt) -> Void = { [self] receipt in
             let time = now()
             let answered = state.withLock {
-                $0.answered(batch, on: route, outcome: outcome, now: time, random: random)
+                $0.answered(batch, on: route, outcome: receipt.outcome, now: time, random: random)
             }
             if let line = answered.credentialsLine {
                 logger.error(
                     "push service refused the relay's credentials or configuration", ("route", "\(route)"),
                     ("error", line.reason), ("suppressed", String(line.suppressed)))
             }
-            finish(batch, answered.decision.verdict, started: started)
+            let verdict = answered.decision.verdict
+            finish(
+                batch, verdict, started: started,
+                attempt: PushAttempt(
+                    batch, transport: target.transport, started: started, answered: time, receipt: receipt,
+                    verdict: verdict))
         }
         guard let provider = providers[ProviderKey(target.transport)] else {
             // A device registered while its app had these credentials, and the relay restarted
@@ -240,8 +245,9 @@ package final class PushNotifier: Sendable {
             // TTL), never disabled — the operator may put the app back.
             let transport = target.transport
             return settle(
-                .misconfigured(
-                    reason: "app '\(transport.app)' has no \(transport.kind.member) credentials on this relay"))
+                DeliveryReceipt(
+                    .misconfigured(
+                        reason: "app '\(transport.app)' has no \(transport.kind.member) credentials on this relay")))
         }
         provider.send(batch, to: target.transport, at: started, done: settle)
     }
@@ -264,8 +270,8 @@ package final class PushNotifier: Sendable {
     package func sendNow(_ event: RelayEvent, done: @escaping @Sendable (Bool) -> Void) {
         guard let eventsURL else { return done(false) }
         let id = RandomID.make("evt_", bytes: 12)
-        webhooks.post(eventsURL, body: event.envelope, webhookId: id, at: now()) { outcome in
-            if case .delivered = outcome { done(true) } else { done(false) }
+        webhooks.post(eventsURL, body: event.envelope, webhookId: id, at: now()) { receipt in
+            if case .delivered = receipt.outcome { done(true) } else { done(false) }
         }
     }
 
@@ -283,9 +289,10 @@ package final class PushNotifier: Sendable {
         }
         for job in jobs {
             guard eventsInFlight.withLock({ $0.insert(job.id).inserted }) else { continue }
-            webhooks.post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] outcome in
+            webhooks.post(eventsURL, body: job.body, webhookId: job.webhookId, at: now()) { [self] receipt in
                 let verdict = settings.policy.eventAnswered(
-                    outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds, now: now().milliseconds,
+                    receipt.outcome, attempts: job.attempts, expiresAt: job.expiresAt.milliseconds,
+                    now: now().milliseconds,
                     random: random)
                 finishEvent(job, verdict)
             }
@@ -325,6 +332,8 @@ package final class PushNotifier: Sendable {
         let result: DeliveryPolicy.Verdict
         let started: Timestamp
         let at: Timestamp
+        /// For the delivery trace, when an attempt was made.
+        let attempt: PushAttempt?
     }
 
     /// Outcomes not recorded yet, and whether a write recording others is under way: one such
@@ -332,11 +341,13 @@ package final class PushNotifier: Sendable {
     /// hundreds of pushes in one write (and one statement per outcome kind) instead of a write each.
     private let recording = LockedValue<(waiting: [Finished], writing: Bool)>(([], false))
 
-    private func finish(_ batch: PushBatch, _ result: DeliveryPolicy.Verdict, started: Timestamp) {
+    private func finish(
+        _ batch: PushBatch, _ result: DeliveryPolicy.Verdict, started: Timestamp, attempt: PushAttempt? = nil
+    ) {
         // Cut short by the stop ("the relay is stopping"): not an attempt; the jobs stay pending,
         // and the store may be closing.
         guard state.withLock({ $0.recording(batch) }) else { return }
-        let finished = Finished(batch: batch, result: result, started: started, at: now())
+        let finished = Finished(batch: batch, result: result, started: started, at: now(), attempt: attempt)
         let outcomes = recording.withLock { recording -> [Finished]? in
             recording.waiting.append(finished)
             guard !recording.writing else { return nil }
@@ -348,6 +359,8 @@ package final class PushNotifier: Sendable {
     }
 
     private func record(_ outcomes: [Finished]) {
+        let attempts = outcomes.compactMap(\.attempt)
+        if !attempts.isEmpty { store.trace(attempts, now: now()) }
         store.finish(outcomes.map { ($0.batch, $0.result) }, now: now()) { [self] stored in
             state.withLock { $0.recorded(devices: outcomes.map(\.batch.deviceKey)) }
             wake()  // the devices (and maybe their hosts) are free again

@@ -108,3 +108,104 @@ extension RelayAPI {
         reply.json(200, writer.bytes)
     }
 }
+
+extension RelayAPI {
+    /// `GET /v1/messages/{id}/deliveries`: the delivery trace — for each recipient, each of its
+    /// devices (transport, app, token shortened) with what became of the message there (a
+    /// `TraceDecision` and its reason, the window it waits in) and every attempt that carried it
+    /// (time, push id and seqs, status, provider id, latency, result).
+    func getMessageDeliveries(_ request: HTTPRequest, _ reply: Reply) throws(APIError) {
+        try auth.requireServer(request)
+        let id = request.parameter("id")
+        guard Identifier.isValidMessageId(id) else {
+            throw .invalid("'id' must be 1 to 200 bytes without control characters or '/', and not 'batch'")
+        }
+        let now = clock.now()
+        guard let message = try read(reply, { () throws(StoreError) in try store.message(id: id, now: now) }) else {
+            throw .notFound("no message with this id (never accepted, or already pruned)")
+        }
+        var writer = JSONWriter(capacity: 1024)
+        writer.beginObject()
+        writer.member("messageId", message.id)
+        writer.key("recipients")
+        writer.beginArray()
+        for recipient in message.recipients {
+            let trace = try read(reply) { () throws(StoreError) in
+                try store.trace(messageId: id, userId: recipient.userId, seq: recipient.seq)
+            }
+            let devices = try read(reply) { () throws(StoreError) in try store.devices(userId: recipient.userId) }
+            writer.beginObject()
+            writer.member("userId", recipient.userId)
+            writer.member("seq", recipient.seq)
+            writer.member("state", recipient.state.rawValue)
+            writer.key("devices")
+            writer.beginArray()
+            // The devices it has now, and any one its jobs name that is gone since.
+            let named = devices.map(\.deviceId)
+            let gone = Set(trace.jobs.map(\.deviceId)).subtracting(named).sorted()
+            for deviceId in named + gone {
+                writer.traceDevice(
+                    deviceId, device: devices.first { $0.deviceId == deviceId },
+                    job: trace.jobs.last { $0.deviceId == deviceId && $0.kind != .clear },
+                    attempts: trace.attempts.filter { $0.deviceId == deviceId }, window: trace.windows[deviceId])
+            }
+            writer.endArray()
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        reply.json(200, writer.bytes)
+    }
+}
+
+extension JSONWriter {
+    fileprivate mutating func traceDevice(
+        _ deviceId: String, device: Device?, job: DeliveryTrace.Job?, attempts: [PushAttempt], window: [String]?
+    ) {
+        beginObject()
+        member("deviceId", deviceId)
+        let transport = device?.transport
+        member("transport", orNull: transport?.kind.rawValue)
+        member("app", orNull: transport?.app.name)
+        member("to", orNull: transport?.shortened)
+        member("deviceState", device.map { $0.active ? "active" : "disabled" } ?? "deleted")
+        let decision = TraceDecision(state: job?.state, attempts: job?.attempts ?? 0, lastError: job?.lastError)
+        member("decision", decision.rawValue)
+        member("reason", orNull: decision == .pushed ? nil : job?.lastError ?? device?.disabledReason)
+        if let job {
+            member("kind", job.kind.rawValue)
+            if job.state == .pending { member("dueAt", job.dueAt) }
+            member("updatedAt", job.updatedAt)
+        }
+        if let window, !window.isEmpty {
+            key("window")
+            beginArray()
+            for message in window { string(message) }
+            endArray()
+        }
+        key("attempts")
+        beginArray()
+        for attempt in attempts {
+            beginObject()
+            member("at", attempt.at)
+            member("pushId", attempt.pushId)
+            member("kind", attempt.kind.rawValue)
+            key("seq")
+            beginObject()
+            member("from", attempt.seqFrom)
+            member("to", attempt.seqTo)
+            endObject()
+            member("transport", attempt.transport.rawValue)
+            member("app", attempt.app.name)
+            key("status")
+            if let status = attempt.status { int(Int64(status)) } else { null() }
+            member("providerId", orNull: attempt.providerId)
+            member("latencyMs", attempt.latencyMs)
+            member("result", attempt.result.rawValue)
+            member("reason", orNull: attempt.reason)
+            endObject()
+        }
+        endArray()
+        endObject()
+    }
+}

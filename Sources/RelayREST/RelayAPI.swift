@@ -53,6 +53,9 @@ package final class RelayAPI: Sendable {
         router.add("POST", "/v1/messages") { api, request, reply in try api.postMessage(request, reply) }
         router.add("POST", "/v1/messages/batch") { api, request, reply in try api.postBatch(request, reply) }
         router.add("GET", "/v1/messages/{id}") { api, request, reply in try api.getMessage(request, reply) }
+        router.add("GET", "/v1/messages/{id}/deliveries") { api, request, reply in
+            try api.getMessageDeliveries(request, reply)
+        }
         router.add("PUT", "/v1/users/{userId}/devices/{deviceId}") { api, request, reply in
             try api.putDevice(request, reply)
         }

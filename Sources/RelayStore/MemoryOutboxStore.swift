@@ -6,6 +6,7 @@ import RelayLocks
 /// not kept here: the event outbox stays the SQL store's.
 package final class MemoryOutboxStore: PushOutbox {
     private let outbox: LockedValue<MemoryOutbox>
+    private let attempts = LockedValue<[PushAttempt]>([])
 
     package init(_ outbox: MemoryOutbox = MemoryOutbox()) {
         self.outbox = LockedValue(outbox)
@@ -30,6 +31,13 @@ package final class MemoryOutboxStore: PushOutbox {
         completion: @escaping @Sendable (Result<[String: GoneDecision], StoreError>) -> Void
     ) {
         completion(.success(outbox.withLock { $0.finish(outcomes, now: now.milliseconds) }))
+    }
+
+    /// The attempts traced so far (a test reads them).
+    package var traced: [PushAttempt] { attempts.withLock { $0 } }
+
+    package func trace(_ attempts: [PushAttempt], now: Timestamp) {
+        self.attempts.withLock { $0 += attempts }
     }
 
     package func apply(_ effect: PushEffect, now: Timestamp) {

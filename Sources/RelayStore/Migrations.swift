@@ -156,6 +156,29 @@ enum Migrations {
         """
         ALTER TABLE devices RENAME COLUMN push_url TO transport;
         """,
+        // 8: the delivery trace: every push attempt, by device and the seqs it covered (the last
+        // `SQLStore.attemptsKeptPerDevice` of a device, for the retention window).
+        """
+        CREATE TABLE push_attempts(
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            push_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            seq_from INTEGER NOT NULL,
+            seq_to INTEGER NOT NULL,
+            transport TEXT NOT NULL,
+            app TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            latency_ms INTEGER NOT NULL,
+            status INTEGER,
+            provider_id TEXT,
+            result TEXT NOT NULL,
+            reason TEXT
+        );
+        CREATE INDEX push_attempts_by_device ON push_attempts(user_id, device_id, seq_to);
+        CREATE INDEX push_attempts_by_time ON push_attempts(at);
+        """,
     ]
 
     /// Brings the database to the newest version, each step in its own transaction.

@@ -19,6 +19,8 @@ package protocol PushOutbox: Sendable {
     func finish(
         _ outcomes: [(batch: PushBatch, result: DeliveryPolicy.Verdict)], now: Timestamp,
         completion: @escaping @Sendable (Result<[String: GoneDecision], StoreError>) -> Void)
+    /// Keeps push attempts for the delivery trace; fire and forget.
+    func trace(_ attempts: [PushAttempt], now: Timestamp)
     /// Carries out a decision taken outside a store transaction (`DeliveryPolicy.caughtUp`: a
     /// catch-up's pushes wait for the ack); fire and forget, in order with the other writes.
     func apply(_ effect: PushEffect, now: Timestamp)

@@ -44,6 +44,8 @@ package protocol RelayStore: PushOutbox {
     /// Every device whose tokens were revoked, and up to when.
     func tokenRevocations() throws(StoreError) -> [TokenRevocation]
     func devices(userId: String) throws(StoreError) -> [Device]
+    /// What became of message `messageId` for one recipient (its seq `seq`): the delivery trace.
+    func trace(messageId: String, userId: String, seq: Int64) throws(StoreError) -> DeliveryTrace
     /// The device carrying this Matrix pusher, active or disabled.
     func device(matrixAppId: String, pushkey: String) throws(StoreError) -> Device?
     /// A badge-only push for one device (a Matrix notify without an event): a `clear` push

@@ -59,6 +59,7 @@ extension SQLStore {
                 try Self.foldPushJobCounts(db)
                 try db.run(
                     "DELETE FROM event_jobs WHERE state != \(JobState.pending.sql) AND updated_at <= ?", [.int(cutoff)])
+                try db.run("DELETE FROM push_attempts WHERE at <= ?", [.int(cutoff)])
                 // A message goes with its last entry (it also holds the idempotency record).
                 try db.run(
                     """

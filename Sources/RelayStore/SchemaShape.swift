@@ -43,6 +43,10 @@ package struct SchemaShape: Equatable, Sendable, CustomStringConvertible {
             ],
             "meta": ["key", "value"],
             "presence": ["device_id", "last_online", "user_id"],
+            "push_attempts": [
+                "app", "at", "device_id", "id", "kind", "latency_ms", "provider_id", "push_id", "reason", "result",
+                "seq_from", "seq_to", "status", "transport", "user_id",
+            ],
             "push_job_counts": ["n", "shard", "state"],
             "push_jobs": [
                 "attempts", "badge", "collapse_key", "created_at", "device_id", "due_at", "expires_at", "id", "kind",
@@ -57,6 +61,9 @@ package struct SchemaShape: Equatable, Sendable, CustomStringConvertible {
             "inbox_entries_by_creation": Index(table: "inbox_entries", columns: ["created_at"], unique: false),
             "inbox_entries_by_message": Index(table: "inbox_entries", columns: ["message_id"], unique: false),
             "messages_by_expiry": Index(table: "messages", columns: ["expires_at"], unique: false),
+            "push_attempts_by_device": Index(
+                table: "push_attempts", columns: ["user_id", "device_id", "seq_to"], unique: false),
+            "push_attempts_by_time": Index(table: "push_attempts", columns: ["at"], unique: false),
             "push_jobs_by_device": Index(
                 table: "push_jobs", columns: ["user_id", "device_id", "state"], unique: false),
             "push_jobs_by_message": Index(table: "push_jobs", columns: ["message_id"], unique: false),

@@ -213,6 +213,48 @@ def a_removed_app_holds_its_pushes(binary):
         world.close()
 
 
+def trace(relay, message_id, user):
+    status, body = relay.http("GET", f"/v1/messages/{message_id}/deliveries")
+    assert status == 200, body
+    recipient = next(r for r in body["recipients"] if r["userId"] == user)
+    return {d["deviceId"]: d for d in recipient["devices"]}
+
+
+@check("why didn't it arrive: the trace names, per device, the decision, each attempt's status and the service's id")
+def the_delivery_trace(binary):
+    world = World()
+    relay = Relay(binary, *world.config(world.apps))
+    try:
+        put(relay, "tia", "iphone", {"apns": {"token": token(11)}, "app": "beta"})
+        put(relay, "tia", "android", {"fcm": {"token": "tok-tia:APA91"}})
+        world.apns.script(token(11), ["Unregistered"])
+        post(relay, "t1", "tia")
+        assert wait_for(lambda: trace(relay, "t1", "tia")["iphone"]["decision"] == "cancelled"
+                        and trace(relay, "t1", "tia")["android"]["decision"] == "pushed", 30), trace(relay, "t1", "tia")
+        put(relay, "tia", "tablet", {"fcm": {"token": "tok-tia-tablet:APA91"}})  # after the message
+        devices = trace(relay, "t1", "tia")
+        iphone, android = devices["iphone"], devices["android"]
+        # The phone's token was gone: one attempt, 410, the service's id and reason; device disabled.
+        assert (iphone["transport"], iphone["app"], iphone["to"]) == ("apns", "beta", token(11)[:8] + "…"), iphone
+        assert iphone["deviceState"] == "disabled" and iphone["reason"] == "APNs: Unregistered", iphone
+        [attempt] = iphone["attempts"]
+        sent = world.apns.for_token(token(11))[0]
+        assert (attempt["status"], attempt["result"], attempt["providerId"]) == (410, "device_gone", sent.apns_id), \
+            attempt
+        assert attempt["seq"] == {"from": 1, "to": 1} and attempt["latencyMs"] >= 0, attempt
+        # Android: pushed, with FCM's message name.
+        [attempt] = android["attempts"]
+        fcm = world.fcm.for_token("tok-tia:APA91")[0]
+        assert (attempt["status"], attempt["result"], attempt["providerId"]) == (200, "delivered", fcm.name), attempt
+        assert devices["tablet"]["decision"] == "none" and devices["tablet"]["attempts"] == [], devices["tablet"]
+        assert relay.http("GET", "/v1/messages/nope/deliveries")[0] == 404
+        return (f"iphone: cancelled ({iphone['reason']}, 410, apns-id {sent.apns_id[:8]}…); android: pushed "
+                f"({fcm.name}); tablet registered later: none")
+    finally:
+        relay.stop()
+        world.close()
+
+
 @check("a call rings the PushKit token at once and nothing else does; without one it is an urgent alert")
 def a_call_rings_at_once(binary):
     world = World()
@@ -240,8 +282,12 @@ def a_call_rings_at_once(binary):
         android = delivered(world.fcm.for_token("tok-cal:APA91"))[0].message
         assert "notification" not in android and android["android"]["priority"] == "HIGH", android
         assert android["data"]["type"] == "call" and android["data"]["title"] == "Ann", android
-        # A plain message to the same phone: its alert token, after the window; never the PushKit one.
+        # A plain message to the same phone waits in its window (the trace says so, with the
+        # window's messages), then goes to its alert token; never the PushKit one.
         post(relay, "after-call", "cal")
+        waiting = trace(relay, "after-call", "cal")["iphone"]
+        assert waiting["decision"] == "waiting" and waiting["window"] == ["after-call"], waiting
+        assert trace(relay, "call-1", "cal")["iphone"]["attempts"][0]["kind"] == "call"
         assert wait_for(lambda: delivered(world.apns.for_token(token(8))), 30), world.apns.requests
         assert len(world.apns.for_token(token(9))) == 1, "the PushKit token got more than the call"
         assert delivered(world.apns.for_token(token(8)))[0].headers["apns-push-type"] == "alert"

@@ -22,7 +22,8 @@ import Testing
     @Test func aCallIsDueAtOnceAloneAndShortLived() throws {
         let call = CommittedMessage(
             userId: "u", seq: 4, messageId: "c", collapseKey: "room", badge: nil, expiresAt: 1000 + 600_000, call: true)
-        let offline = policy.committed(call, deviceId: "d", online: false, openWindowDue: 2000, now: 1000, webhookId: "w")
+        let offline = policy.committed(
+            call, deviceId: "d", online: false, openWindowDue: 2000, now: 1000, webhookId: "w")
         // No collapse (it cancels nothing), no window, no key: due now, given up after 30 s.
         guard offline.count == 1, case .insert(let job) = offline[0] else {
             Issue.record("\(offline)")
@@ -37,9 +38,11 @@ import Testing
         // A message's TTL shorter than the call lifetime wins.
         var short = call
         short.expiresAt = 1000 + 5000
-        guard case .insert(let brief)? = policy.committed(
-            short, deviceId: "d", online: false, openWindowDue: nil, now: 1000, webhookId: "w"
-        ).first else { Issue.record("no insert"); return }
+        guard
+            case .insert(let brief)? = policy.committed(
+                short, deviceId: "d", online: false, openWindowDue: nil, now: 1000, webhookId: "w"
+            ).first
+        else { Issue.record("no insert"); return }
         #expect(brief.expiresAt == 6000)
     }
 
@@ -111,7 +114,8 @@ import Testing
         #expect(message["notification"] == nil)
         #expect(message["android"]?["priority"]?.stringValue == "HIGH")
         #expect(message["data"]?["type"]?.stringValue == "call")
-        #expect(message["data"]?["title"]?.stringValue == "Ann" && message["data"]?["body"]?.stringValue == "is calling")
+        #expect(
+            message["data"]?["title"]?.stringValue == "Ann" && message["data"]?["body"]?.stringValue == "is calling")
     }
 
     @Test func pushTypeIsMessageOrCall() throws {
@@ -136,5 +140,20 @@ import Testing
         #expect(throws: ValidationError.self) {
             try PushTransportParsingTests.transport(#"{"apns":{"token":"\#(APNsTests.token)","voipToken":"xyz"}}"#)
         }
+    }
+}
+
+/// The trace's one-word answer from a push job as the store keeps it.
+@Suite struct TraceDecisionTests {
+    @Test func eachJobStateHasItsDecision() {
+        #expect(TraceDecision(state: nil, attempts: 0, lastError: nil) == .none)
+        #expect(TraceDecision(state: .pending, attempts: 0, lastError: nil) == .waiting)
+        #expect(TraceDecision(state: .pending, attempts: 2, lastError: "HTTP 503") == .retrying)
+        #expect(TraceDecision(state: .delivered, attempts: 1, lastError: nil) == .pushed)
+        #expect(TraceDecision(state: .dead, attempts: 4, lastError: "TTL expired") == .dead)
+        #expect(TraceDecision(state: .cancelled, attempts: 0, lastError: CancelReason.acked.text) == .read)
+        #expect(TraceDecision(state: .cancelled, attempts: 0, lastError: CancelReason.collapsed.text) == .collapsed)
+        #expect(TraceDecision(state: .cancelled, attempts: 1, lastError: "APNs: Unregistered") == .cancelled)
+        #expect(TraceDecision(state: .cancelled, attempts: 0, lastError: CancelReason.deviceDeleted.text) == .cancelled)
     }
 }

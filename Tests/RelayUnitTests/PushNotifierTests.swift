@@ -107,6 +107,24 @@ import Testing
         #expect(relay.jobs.first?.state == .pending && relay.jobs.first?.attempts == 0)
     }
 
+    /// Every attempt is kept for the delivery trace with what the service said: the same push
+    /// (its id, its seqs) failed with 503 and then went through with the service's message name.
+    @Test func eachAttemptIsTracedWithWhatTheServiceSaid() throws {
+        let relay = try Relay(answers: [.retry(reason: "HTTP 503", notBeforeMilliseconds: nil), .delivered])
+        defer { relay.stop() }
+        relay.commit("m1", at: 0)
+        relay.step(to: 5000)
+        let traced = relay.store.traced
+        try #require(traced.count == 2)
+        #expect(traced.map(\.result) == [.retried, .delivered])
+        #expect(traced.map(\.status) == [503, 200])
+        #expect(traced.map(\.providerId) == [nil, "projects/p/messages/1"])
+        #expect(traced.map(\.reason) == ["HTTP 503", nil])
+        #expect(traced[0].at.milliseconds == 300 && traced[1].at.milliseconds > 300)
+        #expect(Set(traced.map(\.pushId)).count == 1 && traced.allSatisfy { $0.seqFrom == 1 && $0.seqTo == 1 })
+        #expect(traced.allSatisfy { $0.transport == .fcm && $0.app == .default && $0.deviceId == "d0" })
+    }
+
     // MARK: The harness
 
     /// A clock the test sets.
@@ -155,7 +173,14 @@ import Testing
     final class FakeService: PushProvider {
         private let state = LockedValue<(sent: [PushBatch], script: [DeliveryOutcome], held: [Held])>(([], [], []))
 
-        struct Held: Sendable { let done: @Sendable (DeliveryOutcome) -> Void }
+        struct Held: Sendable { let done: @Sendable (DeliveryReceipt) -> Void }
+
+        /// What a service answers: a status and, for a delivery, its id for the notification.
+        static func receipt(_ outcome: DeliveryOutcome) -> DeliveryReceipt {
+            outcome == .delivered
+                ? DeliveryReceipt(outcome, status: 200, providerId: "projects/p/messages/1")
+                : DeliveryReceipt(outcome, status: 503)
+        }
 
         init(answers: [DeliveryOutcome]) { state.withLock { $0.script = answers } }
 
@@ -167,7 +192,7 @@ import Testing
 
         func send(
             _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
-            done: @escaping @Sendable (DeliveryOutcome) -> Void
+            done: @escaping @Sendable (DeliveryReceipt) -> Void
         ) {
             let answer = state.withLock { state -> DeliveryOutcome? in
                 state.sent.append(batch)
@@ -177,13 +202,13 @@ import Testing
                 }
                 return state.script.removeFirst()
             }
-            if let answer { done(answer) }
+            if let answer { done(Self.receipt(answer)) }
         }
 
         /// Answers the oldest push still held.
         func answer(_ outcome: DeliveryOutcome) {
             let held = state.withLock { $0.held.isEmpty ? nil : $0.held.removeFirst() }
-            held?.done(outcome)
+            held?.done(Self.receipt(outcome))
         }
 
         /// Forgets the pushes still held (their completions hold the notifier).

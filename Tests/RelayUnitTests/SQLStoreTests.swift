@@ -406,6 +406,29 @@ import Testing
 
     /// Both engines' migrations make the one schema `SchemaShape.current` describes (this suite
     /// runs again on PostgreSQL in `make test-postgres`), so that neither list drifts alone.
+    /// A database of the version before apps and the delivery trace (7: the schema less
+    /// `push_attempts`) opens at the newest: its devices belong to `default`, and the trace reads.
+    @Test func aDatabaseFromBeforeAppsMigratesItsDevicesToDefault() throws {
+        guard !SQLStore.isPostgres(path) else { return }
+        try open().close()
+        do {  // (closed when it goes out of scope)
+            let old = try SQLiteConnection(path: path)
+            try old.execute(
+                """
+                DROP TABLE push_attempts;
+                PRAGMA user_version = 7;
+                INSERT INTO devices(user_id, device_id, transport, platform, content_free, active, created_at, updated_at)
+                VALUES ('u', 'iphone', '{"apns":{"token":"\(String(repeating: "ab", count: 32))"}}', 'ios', 0, 1, 1, 1);
+                """)
+        }
+        let store = try open()
+        defer { store.close() }
+        let device = try #require(try store.devices(userId: "u").first)
+        #expect(device.transport?.app == .default && device.transport?.kind == .apns)
+        #expect(try store.schemaShape() == SchemaShape.current)
+        #expect(try store.trace(messageId: "m", userId: "u", seq: 1).attempts.isEmpty)
+    }
+
     @Test func theMigrationsMakeTheOneSchema() throws {
         let store = try open()
         defer { store.close() }

@@ -42,11 +42,14 @@ package final class APNsProvider: PushProvider {
 
     package func send(
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void
+        done: @escaping @Sendable (DeliveryReceipt) -> Void
     ) {
-        guard case .apns(let device) = transport else { return done(.refused(reason: "not an APNs device")) }
+        guard case .apns(let device) = transport else {
+            return done(DeliveryReceipt(.refused(reason: "not an APNs device")))
+        }
         guard let topic = device.topic ?? defaultTopic else {
-            return done(.misconfigured(reason: "APNs: no topic: set apnsTopic, or the device's apns.topic"))
+            return done(
+                DeliveryReceipt(.misconfigured(reason: "APNs: no topic: set apnsTopic, or the device's apns.topic")))
         }
         // A call rings the PushKit token when the app registered one; else it is an alert.
         let voipToken = batch.kind == .call ? device.voipToken : nil
@@ -56,16 +59,16 @@ package final class APNsProvider: PushProvider {
                 notice: PushNotice(batch: batch), deviceToken: voipToken ?? device.token, topic: topic,
                 now: time.milliseconds, voip: voipToken != nil)
         } catch {
-            return done(error.outcome)
+            return done(DeliveryReceipt(error.outcome))
         }
         // A device that named no environment may hold a development build's token: production
         // answers BadDeviceToken to it, and the sandbox decides before anything is disabled.
         let fallback = device.environment == nil ? sandbox : nil
-        let settle: @Sendable (DeliveryOutcome) -> Void
+        let settle: @Sendable (DeliveryReceipt) -> Void
         if voipToken == nil {
             settle = done
         } else {
-            settle = { outcome in done(Self.aboutThePushKitToken(outcome)) }
+            settle = { receipt in done(receipt.with(Self.aboutThePushKitToken(receipt.outcome))) }
         }
         attempt(request, to: origin(of: transport), otherwise: fallback, renewed: false, done: settle)
     }
@@ -85,7 +88,7 @@ package final class APNsProvider: PushProvider {
     /// - Parameter otherwise: where to send the same request when `origin` answers BadDeviceToken.
     private func attempt(
         _ request: APNsRequest, to origin: HTTP2Client.Endpoint, otherwise: HTTP2Client.Endpoint?, renewed: Bool,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void
+        done: @escaping @Sendable (DeliveryReceipt) -> Void
     ) {
         let issuedAt: Int64
         var headers = request.headers
@@ -93,12 +96,17 @@ package final class APNsProvider: PushProvider {
         case .token(let signedAt, let authorization):
             issuedAt = signedAt
             headers.append(("authorization", authorization))
-        case .settled(let outcome): return done(outcome)
+        case .settled(let outcome): return done(DeliveryReceipt(outcome))
         }
         let http = HTTP2Client.Request(endpoint: origin, path: request.path, headers: headers, body: request.body)
         client.send(http) { [self] result in
             switch result {
             case .success(let response):
+                // APNs echoes the request's apns-id: the notification's id in Apple's tools.
+                let id = ProviderAnswer.header("apns-id", in: response.headers)
+                let answered = { (outcome: DeliveryOutcome) in
+                    DeliveryReceipt(outcome, status: response.status, providerId: id)
+                }
                 switch APNsAnswer.judge(status: response.status, body: response.body, headers: response.headers) {
                 case .settled(let outcome):
                     if let otherwise, case .tokenRejected = outcome,
@@ -106,18 +114,18 @@ package final class APNsProvider: PushProvider {
                     {
                         return attempt(request, to: otherwise, otherwise: nil, renewed: renewed, done: done)
                     }
-                    done(outcome)
+                    done(answered(outcome))
                 case .renewTokenAndRetry(let reason):
-                    guard !renewed else { return done(.misconfigured(reason: reason)) }
+                    guard !renewed else { return done(answered(.misconfigured(reason: reason))) }
                     switch token.use(expiredAnswerFor: issuedAt) {
                     case .token: attempt(request, to: origin, otherwise: otherwise, renewed: true, done: done)
-                    case .settled(let outcome): done(outcome)
+                    case .settled(let outcome): done(answered(outcome))
                     }
                 }
             case .failure(.unprocessed(let reason)):
-                done(.requeue(reason: "APNs: \(reason)"))
+                done(DeliveryReceipt(.requeue(reason: "APNs: \(reason)")))
             case .failure(.unreachable(let reason)), .failure(.failed(let reason)):
-                done(.retry(reason: "APNs: \(reason)", notBeforeMilliseconds: nil))
+                done(DeliveryReceipt(.retry(reason: "APNs: \(reason)", notBeforeMilliseconds: nil)))
             }
         }
     }

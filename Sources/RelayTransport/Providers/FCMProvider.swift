@@ -43,47 +43,54 @@ package final class FCMProvider: PushProvider {
 
     package func send(
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void
+        done: @escaping @Sendable (DeliveryReceipt) -> Void
     ) {
-        guard case .fcm(let device) = transport else { return done(.refused(reason: "not an FCM device")) }
+        guard case .fcm(let device) = transport else {
+            return done(DeliveryReceipt(.refused(reason: "not an FCM device")))
+        }
         let request: FCMRequest
         do {
             request = try FCMRequest(
                 notice: PushNotice(batch: batch), registrationToken: device.token, projectId: account.projectId,
                 now: time.milliseconds)
         } catch {
-            return done(error.outcome)
+            return done(DeliveryReceipt(error.outcome))
         }
         withToken(refused: nil) { [self] result in
             switch result {
             case .success(let token): attempt(request, token: token, renewed: false, done: done)
-            case .failure(let failure): done(failure.outcome)
+            case .failure(let failure): done(DeliveryReceipt(failure.outcome))
             }
         }
     }
 
     private func attempt(
-        _ request: FCMRequest, token: FCMAccessToken, renewed: Bool, done: @escaping @Sendable (DeliveryOutcome) -> Void
+        _ request: FCMRequest, token: FCMAccessToken, renewed: Bool, done: @escaping @Sendable (DeliveryReceipt) -> Void
     ) {
         guard let url = try? PushURL(service.origin + request.path) else {
-            return done(.misconfigured(reason: "FCM: fcmUrl and the project id make no URL"))
+            return done(DeliveryReceipt(.misconfigured(reason: "FCM: fcmUrl and the project id make no URL")))
         }
         let headers = request.headers.map { ($0.name, $0.value) } + [("authorization", "Bearer \(token.value)")]
         sender.post(url, origin: .operatorSetting, headers: headers, body: request.body) { [self] result in
             switch result {
             case .failure(let failure):
-                done(failure.outcome)
+                done(DeliveryReceipt(failure.outcome))
             case .success(let response):
                 let headers = response.retryAfter.map { [(name: "retry-after", value: $0)] } ?? []
+                // A sent message's name (`projects/…/messages/…`): its id in Firebase's tools.
+                let name = ProviderAnswer.object(response.body)?["name"]?.stringValue.map(ProviderAnswer.printable)
+                let answered = { (outcome: DeliveryOutcome) in
+                    DeliveryReceipt(outcome, status: response.status, providerId: name)
+                }
                 switch FCMAnswer.judge(status: response.status, body: response.body, headers: headers) {
                 case .settled(let outcome):
-                    done(outcome)
+                    done(answered(outcome))
                 case .renewTokenAndRetry(let reason):
-                    guard !renewed else { return done(.misconfigured(reason: reason)) }
+                    guard !renewed else { return done(answered(.misconfigured(reason: reason))) }
                     withToken(refused: token.obtainedAt) { result in
                         switch result {
                         case .success(let fresh): self.attempt(request, token: fresh, renewed: true, done: done)
-                        case .failure(let failure): done(failure.outcome)
+                        case .failure(let failure): done(DeliveryReceipt(failure.outcome))
                         }
                     }
                 }

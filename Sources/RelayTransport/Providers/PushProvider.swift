@@ -11,7 +11,7 @@ package protocol PushProvider: Sendable {
     /// Sends one push; `done` gets the outcome once, on any thread, and must not block.
     func send(
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void)
+        done: @escaping @Sendable (DeliveryReceipt) -> Void)
 
     /// Closes what the provider holds open (connections of its own); deliveries in flight are
     /// dropped without an answer (their jobs stay pending in the store).

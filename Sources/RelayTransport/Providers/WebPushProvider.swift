@@ -26,10 +26,10 @@ package struct WebPushProvider: PushProvider {
 
     package func send(
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void
+        done: @escaping @Sendable (DeliveryReceipt) -> Void
     ) {
         guard case .webPush(let subscription) = transport else {
-            return done(.refused(reason: "not a Web Push device"))
+            return done(DeliveryReceipt(.refused(reason: "not a Web Push device")))
         }
         let request = WebPushRequest(
             notice: PushNotice(batch: batch), endpoint: subscription.endpoint, now: time.milliseconds,
@@ -42,16 +42,20 @@ package struct WebPushProvider: PushProvider {
             authorization = try vapid.authorization(audience: request.audience, now: time.milliseconds)
         } catch {
             // A subscription key that is not a point on the curve: retrying cannot help.
-            return done(.dead(reason: "Web Push encryption failed: \(error.code.rawValue)"))
+            return done(DeliveryReceipt(.dead(reason: "Web Push encryption failed: \(error.code.rawValue)")))
         }
         let headers = request.headers.map { ($0.name, $0.value) } + [("authorization", authorization)]
         sender.post(subscription.endpoint, origin: .webPushEndpoint, headers: headers, body: body) { result in
             switch result {
             case .success(let response):
                 let headers = response.retryAfter.map { [(name: "retry-after", value: $0)] } ?? []
-                done(WebPushAnswer.judge(status: response.status, body: response.body, headers: headers))
+                // (The push message's `Location` is not kept by the HTTP client: the status is.)
+                done(
+                    DeliveryReceipt(
+                        WebPushAnswer.judge(status: response.status, body: response.body, headers: headers),
+                        status: response.status))
             case .failure(let failure):
-                done(failure.outcome)
+                done(DeliveryReceipt(failure.outcome))
             }
         }
     }

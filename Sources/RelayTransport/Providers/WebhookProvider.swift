@@ -17,10 +17,10 @@ package struct WebhookProvider: PushProvider {
 
     package func send(
         _ batch: PushBatch, to transport: PushTransport, at time: Timestamp,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void
+        done: @escaping @Sendable (DeliveryReceipt) -> Void
     ) {
         guard case .webhook(let url) = transport else {
-            return done(.refused(reason: "not a webhook device"))
+            return done(DeliveryReceipt(.refused(reason: "not a webhook device")))
         }
         post(url, body: PushNotice(batch: batch).webhookBody, webhookId: batch.webhookId, at: time, done: done)
     }
@@ -28,15 +28,18 @@ package struct WebhookProvider: PushProvider {
     /// A signed POST of `body`; `done` gets the classified answer.
     package func post(
         _ url: PushURL, body: [UInt8], webhookId: String, at time: Timestamp,
-        done: @escaping @Sendable (DeliveryOutcome) -> Void
+        done: @escaping @Sendable (DeliveryReceipt) -> Void
     ) {
         let headers =
             [("Content-Type", "application/json"), ("User-Agent", "PushRelay")]
             + signer.headers(id: webhookId, timestampSeconds: time.seconds, body: body)
         sender.post(url, origin: .chosenByClient, headers: headers, body: body) { result in
             switch result {
-            case .success(let response): done(.classify(status: response.status, retryAfter: response.retryAfter))
-            case .failure(let failure): done(failure.outcome)
+            case .success(let response):
+                done(
+                    DeliveryReceipt(
+                        .classify(status: response.status, retryAfter: response.retryAfter), status: response.status))
+            case .failure(let failure): done(DeliveryReceipt(failure.outcome))
             }
         }
     }
