@@ -213,6 +213,41 @@ def a_removed_app_holds_its_pushes(binary):
         world.close()
 
 
+@check("one app's refused credential never holds another app's pushes")
+def a_refused_app_holds_only_its_own(binary):
+    world = World()
+    apps = dict(world.apps)
+    # acme's key file holds a key Apple (the double) does not know: every acme push is refused.
+    wrong_key, _ = make_apns_key()
+    apps["acme"] = {**apps["acme"], "apnsKeyFile": wrong_key}
+    relay = Relay(binary, *world.config(apps))
+    try:
+        for n in range(6):
+            put(relay, f"acme{n}", "iphone", {"apns": {"token": token(20 + n)}, "app": "acme"})
+        put(relay, "dee", "iphone", {"apns": {"token": token(30)}})
+        for n in range(6):
+            post(relay, f"a{n}", f"acme{n}")
+        # Refused (403 InvalidProviderToken) until acme's route is paused by its breaker.
+        host = f"127.0.0.1:{world.apns.port}"
+        acme = f'pushrelay_push_breaker_open{{transport="apns",credential="{KEY_B}/{ACME_TOPIC}",host="{host}"}}'
+        assert wait_for(lambda: metric(relay, acme) == 1, 30), "acme's breaker never opened"
+        post(relay, "d1", "dee")
+        assert wait_for(lambda: delivered(world.apns.for_token(token(30))), 30), world.apns.requests
+        # Sent at its first chance: never postponed by acme's open breaker.
+        postponed = metric(relay, 'pushrelay_push_attempts_total{outcome="postponed",app="default"}')
+        assert postponed == 0, f"default's push was postponed {postponed} times"
+        assert metric(relay, f'pushrelay_push_breaker_open{{transport="apns",credential="{KEY_A}/{TOPIC}",host="{host}"}}') == 0
+        refused = [r for n in range(6) for r in world.apns.for_token(token(20 + n))]
+        assert refused and all(r.reason == "InvalidProviderToken" for r in refused), [r.reason for r in refused]
+        status, devices = relay.http("GET", "/v1/users/acme0/devices")
+        assert devices["devices"][0]["state"] == "active", devices  # our credential, not the device
+        return (f"{len(refused)} acme pushes refused (InvalidProviderToken), acme devices kept; "
+                f"default's push delivered meanwhile")
+    finally:
+        relay.stop()
+        world.close()
+
+
 def trace(relay, message_id, user):
     status, body = relay.http("GET", f"/v1/messages/{message_id}/deliveries")
     assert status == 200, body
