@@ -136,7 +136,18 @@ package enum ConsoleScript {
 
           function renderDead(deliveries) {
             const rows = deliveries.map((d) => {
-              const tr = row([d.id, d.userId + " / " + d.deviceId, d.messageId || "(clear)", d.attempts]);
+              const tr = row([d.id, d.userId + " / " + d.deviceId]);
+              // A dead letter's message opens its trace.
+              const message = element("td");
+              if (d.messageId) {
+                const link = element("button", d.messageId, "link");
+                link.type = "button";
+                link.addEventListener("click", (event) => { $("message-id").value = d.messageId; lookUp(event); });
+                message.append(link);
+              } else {
+                message.textContent = "(clear)";
+              }
+              tr.append(message, element("td", d.attempts));
               tr.append(element("td", d.lastError || "", "error-text"), element("td", time(d.updatedAt)));
               const cell = element("td");
               const button = element("button", "Replay");
@@ -201,23 +212,35 @@ package enum ConsoleScript {
 
           // MARK: Message timeline
 
+          // A message and its delivery trace: per recipient, per device, why it was (not) pushed
+          // and every attempt (GET /v1/messages/{id}/deliveries).
           async function lookUp(event) {
             event.preventDefault();
             const id = $("message-id").value.trim();
             const box = $("timeline");
             try {
-              const message = await api("GET", "/v1/messages/" + encodeURIComponent(id));
+              const path = "/v1/messages/" + encodeURIComponent(id);
+              const [message, trace] = await Promise.all([api("GET", path), api("GET", path + "/deliveries")]);
               const list = element("ol");
               list.append(element("li", time(message.createdAt) + " accepted for " + message.recipients.length + " recipient(s), priority " + message.priority));
-              for (const r of message.recipients) {
+              for (const r of trace.recipients) {
                 const item = element("li", r.userId + " · seq " + r.seq + " · ");
                 item.append(element("span", r.state, "state-" + r.state));
-                list.append(item);
-              }
-              for (const p of message.pushes) {
-                const item = element("li", time(p.updatedAt) + " push to " + p.userId + " / " + p.deviceId + " · ");
-                item.append(element("span", p.state, "state-" + p.state));
-                item.append(document.createTextNode(" · " + p.attempts + " attempt(s)" + (p.lastError ? " · " + p.lastError : "")));
+                const devices = element("ul", undefined, "trace");
+                for (const d of r.devices) {
+                  const device = element("li", d.deviceId + " (" + (d.transport || "deleted") + (d.app ? ", " + d.app : "") + (d.to ? " → " + d.to : "") + ") · ");
+                  device.append(element("span", d.decision, "decision-" + d.decision));
+                  if (d.reason) device.append(document.createTextNode(" · " + d.reason));
+                  if (d.window) device.append(document.createTextNode(" · window: " + d.window.join(", ")));
+                  if (d.dueAt) device.append(document.createTextNode(" · due " + time(d.dueAt)));
+                  const attempts = element("ol", undefined, "attempts");
+                  for (const a of d.attempts) {
+                    attempts.append(element("li", time(a.at) + " · " + a.kind + " seq " + a.seq.from + "–" + a.seq.to + " · " + (a.status === null ? "no answer" : "HTTP " + a.status) + " · " + a.result + (a.reason ? " · " + a.reason : "") + " · " + a.latencyMs + " ms" + (a.providerId ? " · id " + a.providerId : "")));
+                  }
+                  if (d.attempts.length) device.append(attempts);
+                  devices.append(device);
+                }
+                item.append(devices);
                 list.append(item);
               }
               if (time(message.expiresAt)) list.append(element("li", "expires " + time(message.expiresAt), "muted"));

@@ -44,5 +44,10 @@ package enum ConsoleStyle {
         .plot text { fill: var(--muted); font-size: 11px; }
         .state-delivered, .state-acked { color: var(--good); }
         .state-dead { color: var(--bad); }
+        .decision-pushed, .decision-read { color: var(--good); }
+        .decision-dead, .decision-cancelled, .decision-retrying { color: var(--bad); }
+        .trace, .attempts { margin: .2rem 0 .2rem 1rem; padding-left: 1rem; font-size: .9em; }
+        .attempts { color: var(--muted); word-break: break-all; }
+        button.link { background: none; border: none; color: var(--accent); padding: 0; text-decoration: underline; }
         """#
 }

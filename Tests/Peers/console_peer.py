@@ -124,7 +124,7 @@ def replay(ctx):
     status, body = ctx.relay.http("POST", "/v1/messages", {"id": "console-dead-1", "recipients": ["bob"],
                                                            "payload": {"text": "x"}, "push": {"title": "T"}})
     assert status == 202, body
-    buttons = lambda: ctx.driver.find_elements(By.CSS_SELECTOR, "#dead button")
+    buttons = lambda: ctx.driver.find_elements(By.CSS_SELECTOR, "#dead button[data-delivery]")
     assert wait_for(lambda: buttons() and "console-dead-1" in ctx.text("dead")), ctx.text("dead")
     ctx.receiver.status[path] = 204
     buttons()[0].click()
@@ -134,8 +134,22 @@ def replay(ctx):
     field.clear()
     field.send_keys("console-dead-1")
     ctx.driver.find_element(By.CSS_SELECTOR, "#lookup-form button").click()
-    assert wait_for(lambda: "delivered" in ctx.text("timeline")), ctx.text("timeline")
-    assert "bob · seq 1 · pushed" in ctx.text("timeline"), ctx.text("timeline")
+    assert wait_for(lambda: "pushed" in ctx.text("timeline")), ctx.text("timeline")
+    timeline = ctx.text("timeline")
+    assert "bob · seq 1 · pushed" in timeline, timeline
+    # The trace: the phone's decision and both attempts, the 400 and the replay's 204.
+    assert "phone (webhook" in timeline and "HTTP 400 · dead" in timeline and "HTTP 204 · delivered" in timeline, \
+        timeline
+    # A dead letter's message id opens its trace too.
+    ctx.receiver.status[path] = 400
+    status, body = ctx.relay.http("POST", "/v1/messages", {"id": "console-dead-2", "recipients": ["bob"],
+                                                           "payload": {"text": "y"}})
+    assert status == 202, body
+    links = lambda: ctx.driver.find_elements(By.CSS_SELECTOR, "#dead button.link")
+    assert wait_for(lambda: any(link.text == "console-dead-2" for link in links())), ctx.text("dead")
+    next(link for link in links() if link.text == "console-dead-2").click()
+    assert wait_for(lambda: "console-dead-2" in ctx.driver.find_element(By.ID, "message-id").get_attribute("value")
+                    and "dead" in ctx.text("timeline") and "HTTP 400" in ctx.text("timeline")), ctx.text("timeline")
     assert not ctx.severe_logs()
     return "replayed; the timeline shows: " + ctx.text("timeline").replace("\n", " | ")
 
