@@ -98,6 +98,12 @@ import Testing
         (["--vapid-subject", "mailto:"], "vapidSubject must be a mailto: address or an https: URL"),
         (["--vapid-subject", "ops@example.com"], "vapidSubject must be a mailto: address or an https: URL"),
         (["--fcm-service-account-file", "duplicate.json"], "not valid JSON: duplicate member name"),
+        // Another app's credential files are loaded too, its name in the message.
+        (["--apps", #"{"acme": {"fcmServiceAccountFile": "duplicate.json"}}"#], "apps.acme: fcmServiceAccountFile"),
+        (
+            ["--apps", #"{"acme": {"vapidKeyFile": "missing.pem", "vapidSubject": "mailto:a@b.c"}}"#],
+            "apps.acme: vapidKeyFile: cannot read missing.pem"
+        ),
     ])
     func pushCredentialMistakesAreConfigurationErrors(_ flags: [String], _ message: String) throws {
         let directory = try scratch()
