@@ -7,7 +7,9 @@
   of CHANGELOG.md (under `## [Unreleased]`), what OPERATIONS.md says `--version` prints, the
   supported version in SECURITY.md, and every "the code says X.Y.Z";
 - the clients' signal rate: every passage that gives it says it is per user, with the rate and
-  burst of `SignalAdmission`, and none says "per socket".
+  burst of `SignalAdmission`, and none says "per socket";
+- `openapi.yaml` has no plain (unquoted) scalar holding `: `, which YAML refuses (the contract
+  run found one only after a ten-minute build).
 
 The standard library only, like links.py: `make test` runs it before anything is installed."""
 import pathlib
@@ -160,8 +162,16 @@ def check_signal_rate(failures):
     return checked
 
 
+def check_plain_scalars(failures):
+    for number, line in enumerate(read("openapi.yaml").splitlines(), 1):
+        match = re.match(r"^\s*(?:- )?[A-Za-z_$][\w$-]*: (.+)$", line)
+        if match and not match.group(1).startswith(("'", '"', "|", ">", "[", "{")) and ": " in match.group(1):
+            failures.append(f"openapi.yaml:{number}: a plain scalar holds ': ' (quote it): {line.strip()[:80]}")
+
+
 def main():
     failures = []
+    check_plain_scalars(failures)
     routes = check_routes(failures)
     version = check_version(failures)
     rates = check_signal_rate(failures)

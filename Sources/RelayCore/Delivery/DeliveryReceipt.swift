@@ -1,6 +1,6 @@
 /// What a push service said to one attempt: the outcome the policy judges, and for the delivery
 /// trace the HTTP status and the service's id for the notification (APNs's `apns-id`, FCM's
-/// message name, a Web Push service's `Location`) when it gave them.
+/// message name) when it gave them.
 package struct DeliveryReceipt: Sendable, Equatable {
     package var outcome: DeliveryOutcome
     package var status: Int?
