@@ -176,8 +176,7 @@ enum Migrations {
             result TEXT NOT NULL,
             reason TEXT
         );
-        CREATE INDEX push_attempts_by_device ON push_attempts(user_id, device_id, seq_to);
-        CREATE INDEX push_attempts_by_time ON push_attempts(at);
+        CREATE INDEX push_attempts_by_device ON push_attempts(user_id, device_id);
         """,
     ]
 

@@ -59,7 +59,15 @@ extension SQLStore {
                 try Self.foldPushJobCounts(db)
                 try db.run(
                     "DELETE FROM event_jobs WHERE state != \(JobState.pending.sql) AND updated_at <= ?", [.int(cutoff)])
-                try db.run("DELETE FROM push_attempts WHERE at <= ?", [.int(cutoff)])
+                // Attempts are written in time order (give or take an answer's wait): those past the
+                // window are the oldest ids, found by walking the primary key up to the first one
+                // still kept, with no index on time to keep up at every write.
+                try db.run(
+                    """
+                    DELETE FROM push_attempts WHERE id < coalesce(
+                        (SELECT id FROM push_attempts WHERE at > ? ORDER BY id LIMIT 1),
+                        (SELECT max(id) + 1 FROM push_attempts))
+                    """, [.int(cutoff)])
                 // A message goes with its last entry (it also holds the idempotency record).
                 try db.run(
                     """

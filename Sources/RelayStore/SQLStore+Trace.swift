@@ -29,6 +29,8 @@ extension SQLStore {
                         devices.append((attempt.userId, attempt.deviceId))
                     }
                 }
+                // The device's index is in id order (SQLite's rowid, PostgreSQL's last column): the
+                // bound walks it back 100 entries, no sort.
                 for (userId, deviceId) in devices {
                     try db.run(
                         """
@@ -71,6 +73,7 @@ extension SQLStore {
                 """
                 SELECT \(AttemptColumn.list) FROM push_attempts
                 WHERE user_id = ? AND seq_to >= ? AND seq_from <= ? AND kind <> \(PushKind.clear.sql) ORDER BY id
+                LIMIT 1000
                 """, [.text(userId), .int(seq), .int(seq)]
             ) { raw in
                 let row = raw.named(AttemptColumn.self)

@@ -62,8 +62,7 @@ package struct SchemaShape: Equatable, Sendable, CustomStringConvertible {
             "inbox_entries_by_message": Index(table: "inbox_entries", columns: ["message_id"], unique: false),
             "messages_by_expiry": Index(table: "messages", columns: ["expires_at"], unique: false),
             "push_attempts_by_device": Index(
-                table: "push_attempts", columns: ["user_id", "device_id", "seq_to"], unique: false),
-            "push_attempts_by_time": Index(table: "push_attempts", columns: ["at"], unique: false),
+                table: "push_attempts", columns: ["user_id", "device_id"], unique: false),
             "push_jobs_by_device": Index(
                 table: "push_jobs", columns: ["user_id", "device_id", "state"], unique: false),
             "push_jobs_by_message": Index(table: "push_jobs", columns: ["message_id"], unique: false),

@@ -406,6 +406,39 @@ import Testing
 
     /// Both engines' migrations make the one schema `SchemaShape.current` describes (this suite
     /// runs again on PostgreSQL in `make test-postgres`), so that neither list drifts alone.
+    /// The delivery trace keeps a device's last 100 attempts, and the retention pass drops those
+    /// older than the window (in write order, which is time order give or take an answer's wait).
+    @Test func theTraceKeepsTheLastAttemptsOfADeviceForTheWindow() async throws {
+        let store = try open()
+        defer { store.close() }
+        let attempts = (1...130).map { n in
+            PushAttempt(
+                userId: "u", deviceId: "d", pushId: "p\(n)", kind: .message, seqFrom: 1, seqTo: 1, transport: .fcm,
+                app: .default, at: Timestamp(milliseconds: Int64(n) * 1000), latencyMs: 5, status: 503,
+                providerId: nil, result: .retried, reason: "attempt \(n)")
+        }
+        for chunk in stride(from: 0, to: attempts.count, by: 10) {
+            store.trace(Array(attempts[chunk..<chunk + 10]), now: Timestamp(milliseconds: 0))
+        }
+        let other = PushAttempt(
+            userId: "u", deviceId: "e", pushId: "q", kind: .message, seqFrom: 1, seqTo: 1, transport: .fcm,
+            app: .default, at: Timestamp(milliseconds: 131_000), latencyMs: 5, status: 200, providerId: "id",
+            result: .delivered, reason: nil)
+        store.trace([other], now: Timestamp(milliseconds: 0))
+        try await Self.wait {
+            store.recordLastOnline(userId: "barrier", deviceId: "b", at: Timestamp(milliseconds: 1), completion: $0)
+        }
+        var kept = try store.trace(messageId: "m", userId: "u", seq: 1).attempts
+        #expect(kept.filter { $0.deviceId == "d" }.map(\.reason) == (31...130).map { "attempt \($0)" })
+        #expect(kept.filter { $0.deviceId == "e" } == [other])
+        // The window: retention 60 s at t = 120 s keeps what is newer than t = 60 s.
+        _ = try await Self.wait {
+            store.prune(now: Timestamp(milliseconds: 120_000), retentionSeconds: 60, completion: $0)
+        }
+        kept = try store.trace(messageId: "m", userId: "u", seq: 1).attempts
+        #expect(kept.map(\.pushId) == (61...130).map { "p\($0)" } + ["q"])
+    }
+
     /// A database of the version before apps and the delivery trace (7: the schema less
     /// `push_attempts`) opens at the newest: its devices belong to `default`, and the trace reads.
     @Test func aDatabaseFromBeforeAppsMigratesItsDevicesToDefault() throws {
