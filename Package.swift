@@ -159,7 +159,7 @@ let package = Package(
             name: "RelayUnitTests",
             dependencies: [
                 "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayTransport", "RelayLocks", "RelayTelemetry",
-                "RelayTesting", "WebSocketCodec", "RelayPrimitives",
+                "RelayTesting", "WebSocketCodec", "RelayPrimitives", "RelayLive",
                 // An in-memory nghttp2 server session answers HTTP2Session's requests.
                 "CNGHTTP2",
             ],

@@ -16,8 +16,8 @@ package struct Timestamp: Sendable, Hashable, Comparable {
         return String(decoding: text, as: UTF8.self)
     }
 
-    /// Appends `rfc3339`'s bytes (digit by digit: string interpolation cost a catch-up of
-    /// 10,000 messages some 5 % of its CPU).
+    /// Appends `rfc3339`'s bytes (digit by digit, in place: string interpolation cost a catch-up
+    /// of 10,000 messages some 5 % of its CPU, and a scratch array per number another 16 %).
     package func appendRFC3339(to text: inout [UInt8]) {
         let totalSeconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
         let millis = milliseconds - totalSeconds * 1000
@@ -40,17 +40,17 @@ package struct Timestamp: Sendable, Hashable, Comparable {
         text.append(UInt8(ascii: "Z"))
     }
 
+    private static let powersOfTen: [UInt64] = (0..<20).map { (0..<$0).reduce(1) { product, _ in product * 10 } }
+
     /// `value` in decimal, zero-padded to `width` digits (a sign first if negative).
     private static func digits(_ value: Int64, _ width: Int, _ text: inout [UInt8]) {
         if value < 0 { text.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var reversed: [UInt8] = []
-        repeat {
-            reversed.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude > 0
-        for _ in reversed.count..<max(width, reversed.count) { text.append(UInt8(ascii: "0")) }
-        text.append(contentsOf: reversed.reversed())
+        let magnitude = value.magnitude
+        var width = width
+        while width < 19, magnitude >= Self.powersOfTen[width] { width += 1 }
+        for place in Self.powersOfTen[0..<width].reversed() {
+            text.append(UInt8(ascii: "0") + UInt8(magnitude / place % 10))
+        }
     }
 
     /// Reads `rfc3339`'s form back: `YYYY-MM-DDTHH:MM:SS`, optional fraction (milliseconds kept),

@@ -20,24 +20,17 @@ extension RelayAPI {
         if let epoch, epoch.isEmpty || epoch.utf8.count > 64 {
             throw .invalid("query parameter 'epoch' must be 1 to 64 characters")
         }
-        let page = try read(reply) { () throws(StoreError) in
+        // Sized for a page of typical messages: growing a page of megabytes copies it again.
+        var page = CatchUpJSON(userId: userId, capacity: min(Int(limit) * 400, Self.pageByteBudget) + 1024)
+        try read(reply) { () throws(StoreError) in
             try store.catchUp(
-                userId: userId, after: after, epoch: epoch, limit: Int(limit), maxBytes: Self.pageByteBudget)
+                userId: userId, after: after, epoch: epoch, limit: Int(limit), maxBytes: Self.pageByteBudget,
+                into: &page)
         }
-        if case .client = principal, let last = page.messages.last {
-            store.markFetched(userId: userId, seq: last.seq)
+        if case .client = principal, let last = page.lastSeq {
+            store.markFetched(userId: userId, seq: last)
         }
-        var writer = JSONWriter(capacity: 256 + page.messages.reduce(0) { $0 + $1.payload.count + 160 })
-        writer.beginObject()
-        writer.member("userId", userId)
-        writer.inboxHead(page)
-        writer.key("messages")
-        writer.beginArray()
-        for message in page.messages { writer.inboxMessage(message) }
-        writer.endArray()
-        writer.member("hasMore", page.hasMore)
-        writer.endObject()
-        reply.json(200, writer.bytes)
+        reply.json(200, page.writer.bytes)
     }
 
     /// `POST /v1/users/{userId}/ack {seq, epoch?}`: moves the ack cursor forward (never back).

@@ -569,6 +569,12 @@ struct PostgresRow: SQLRow {
         }
     }
 
+    func borrowedText(_ column: Int32) -> UnsafeBufferPointer<UInt8> {
+        guard let value = PQgetvalue(result, row, column) else { return UnsafeBufferPointer(start: nil, count: 0) }
+        let count = Int(PQgetlength(result, row, column))
+        return UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: count)
+    }
+
     func bytes(_ column: Int32) -> [UInt8] {
         guard let value = PQgetvalue(result, row, column) else { return [] }
         let count = Int(PQgetlength(result, row, column))

@@ -18,6 +18,10 @@ package protocol RelayStore: PushOutbox {
     func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
     ) throws(StoreError) -> CatchUpPage
+    /// The same page handed to `sink` as the database reads it.
+    func catchUp<Sink: CatchUpSink>(
+        userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int, into sink: inout Sink
+    ) throws(StoreError)
     /// Records that a client fetched up to `seq` (delivery state `fetched`); fire and forget.
     func markFetched(userId: String, seq: Int64)
     func ack(

@@ -35,6 +35,10 @@ struct NamedRow<Column: SQLColumns> {
     func int64(_ column: Column) -> Int64 { row.int64(column.rawValue) }
     func text(_ column: Column) -> String { row.text(column.rawValue) }
     func bytes(_ column: Column) -> [UInt8] { row.bytes(column.rawValue) }
+    func borrowedText(_ column: Column) -> UnsafeBufferPointer<UInt8> { row.borrowedText(column.rawValue) }
+    func optionalBorrowedText(_ column: Column) -> UnsafeBufferPointer<UInt8>? {
+        isNull(column) ? nil : borrowedText(column)
+    }
     func isNull(_ column: Column) -> Bool { row.isNull(column.rawValue) }
     func optionalInt64(_ column: Column) -> Int64? { row.optionalInt64(column.rawValue) }
     func optionalText(_ column: Column) -> String? { row.optionalText(column.rawValue) }

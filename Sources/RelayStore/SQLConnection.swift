@@ -76,6 +76,8 @@ package protocol SQLRow {
     func text(_ column: Int32) -> String
     /// The column's bytes (text or blob).
     func bytes(_ column: Int32) -> [UInt8]
+    /// A text column's UTF-8 bytes where the database holds them: valid until the row moves on.
+    func borrowedText(_ column: Int32) -> UnsafeBufferPointer<UInt8>
 }
 
 extension SQLRow {

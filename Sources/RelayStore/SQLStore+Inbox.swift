@@ -40,6 +40,14 @@ extension SQLStore {
     package func catchUp(
         userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int
     ) throws(StoreError) -> CatchUpPage {
+        var collector = CatchUpPage.Collector()
+        try catchUp(userId: userId, after: after, epoch: epoch, limit: limit, maxBytes: maxBytes, into: &collector)
+        return collector.page
+    }
+
+    package func catchUp<Sink: CatchUpSink>(
+        userId: String, after: Int64, epoch: String?, limit: Int, maxBytes: Int, into sink: inout Sink
+    ) throws(StoreError) {
         try read { db throws(DatabaseError) in
             // One read transaction: the head and the rows come from the same snapshot.
             try db.readSnapshot { () throws(DatabaseError) in
@@ -47,23 +55,27 @@ extension SQLStore {
                 let window = CatchUpWindow(
                     after: after, clientEpoch: epoch, epoch: head.epoch, headSeq: head.headSeq,
                     prunedSeq: head.prunedSeq)
-                var page = CatchUpPage(head: head, window: window, messages: [], hasMore: false)
-                guard let readAfter = window.readAfter else { return page }
+                sink.open(head: head, window: window)
+                guard let readAfter = window.readAfter else { return sink.close(hasMore: false) }
+                var count = 0
                 var bytes = 0
+                var hasMore = false
                 try db.query(Self.catchUpSQL, [.text(userId), .int(readAfter), .int(Int64(limit) + 1)]) { raw in
-                    guard page.messages.count < limit, bytes < maxBytes else {
-                        page.hasMore = true
+                    guard count < limit, bytes < maxBytes else {
+                        hasMore = true
                         return
                     }
                     let row = raw.named(InboxMessageColumn.self)
-                    let message = InboxMessage(
-                        seq: row.int64(.seq), id: row.text(.id), conversationId: row.optionalText(.conversationId),
-                        senderId: row.optionalText(.senderId), payload: row.bytes(.payload),
+                    let message = InboxRow(
+                        seq: row.int64(.seq), id: row.borrowedText(.id),
+                        conversationId: row.optionalBorrowedText(.conversationId),
+                        senderId: row.optionalBorrowedText(.senderId), payload: row.borrowedText(.payload),
                         createdAt: row.timestamp(.createdAt))
+                    count += 1
                     bytes += message.payload.count
-                    page.messages.append(message)
+                    sink.message(message)
                 }
-                return page
+                sink.close(hasMore: hasMore)
             }
         }
     }

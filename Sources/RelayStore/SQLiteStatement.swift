@@ -83,4 +83,9 @@ package final class SQLiteStatement: SQLRow {
     }
 
     package func bytes(_ column: Int32) -> [UInt8] { withBytes(column) { Array($0) } }
+
+    package func borrowedText(_ column: Int32) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(
+            start: sqlite3_column_text(handle, column), count: Int(sqlite3_column_bytes(handle, column)))
+    }
 }

@@ -79,6 +79,14 @@ import Testing
         }
         #expect(seen == Array(1...posters * perPoster))
         #expect(pages == 6)
+        // A client's pages mark what they handed over `fetched`, up to the last one's newest seq.
+        func state(_ id: String) async throws -> String? {
+            let message = try await relay.request("GET", "/v1/messages/\(id)")
+            return (message.object["recipients"] as? [[String: Any]])?.first?["state"] as? String
+        }
+        let newest = try await relay.request("GET", "/v1/users/carol/messages?after=\(posters * perPoster - 1)")
+        let newestId = (newest.object["messages"] as? [[String: Any]])?.first?["id"] as? String ?? "?"
+        #expect(try await eventually { try await state(newestId) == "fetched" })
     }
 
     @Test func restartKeepsEverything() async throws {
