@@ -9,6 +9,9 @@
                                                      headline ratios spliced into the README
   set RESULTS KEY VALUE                              record a value (JSON if it parses)
   batch-delta RESULTS KEY BEFORE AFTER               group-commit batch sizes between two /metrics dumps
+  life OUT_JSON -- COMMAND...                        run a server, pass on SIGTERM/SIGINT; at its exit write
+                                                     its whole life's CPU seconds and bytes written to disk
+  cost RESULTS KEY LIFE_JSON MESSAGES BODY_BYTES     record CPU µs and disk bytes per message from `life`
   fill-pushrelay PORT KEY USER COUNT [THREADS]       POST COUNT messages for USER (keep-alive)
   fill-nchan PORT CHANNEL COUNT BODY [THREADS]       publish COUNT messages to an nchan channel
   check-pushrelay FILE COUNT                         the catch-up answer holds exactly COUNT messages
@@ -115,6 +118,46 @@ def cmd_set(args):
     data = load(results)
     data[key] = value
     save(results, data)
+
+
+def cmd_life(args):
+    # The server's own rusage at its exit: CPU of every thread, and `ru_oublock` (512-byte units
+    # of what it sent to the disk: log, checkpoints and shutdown included, from start to exit).
+    import signal
+    out, command = args[0], args[2:]
+    pid = os.fork()
+    if pid == 0:
+        os.execvp(command[0], command)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda n, _frame: os.kill(pid, n))
+    while True:
+        try:
+            _, status, usage = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    with open(out, "w") as f:
+        json.dump({"cpu_s": usage.ru_utime + usage.ru_stime, "write_bytes": usage.ru_oublock * 512,
+                   "exit_status": status}, f)
+
+
+def cmd_cost(args):
+    results, key, life_file, messages, body = args
+    with open(life_file) as f:
+        life = json.load(f)
+    messages, body = int(messages), int(body)
+    if life["exit_status"] != 0:
+        sys.exit(f"!!! {key}: the server exited with status {life['exit_status']} (not measured whole)")
+    if messages <= 0:
+        sys.exit(f"!!! {key}: no messages to divide by")
+    cost = {"messages": messages, "body_bytes": body, "cpu_us": life["cpu_s"] * 1e6 / messages,
+            "disk_bytes": life["write_bytes"] / messages}
+    cost["disk_per_body"] = cost["disk_bytes"] / body
+    data = load(results)
+    data[key] = cost
+    save(results, data)
+    print(f"    {key}: {messages} messages over the process's life: {cost['cpu_us']:.1f} µs CPU and "
+          f"{cost['disk_bytes']:.0f} bytes to disk per message ({cost['disk_per_body']:.1f}× the {body}-byte body)")
 
 
 def read_batch_histogram(path):
@@ -472,6 +515,20 @@ def cmd_summary(args):
     rows.append(("PushRelay / bare libmicrohttpd",
                  cells([ratio(rps(d, "pushrelay"), rps(d, "mhd_bare")) for d in ingest], lambda v: f"{v:.2f}"),
                  "≥ 0.5"))
+    def cost(d, key, field):
+        return (d.get(key) or {}).get(field)
+
+    rows.append(("Server CPU per message, µs: PushRelay / Redis (ratio)",
+                 cells([None if cost(d, "pushrelay_cost", "cpu_us") is None or cost(d, "redis_cost", "cpu_us") is None
+                        else f"{cost(d, 'pushrelay_cost', 'cpu_us'):.0f} / {cost(d, 'redis_cost', 'cpu_us'):.0f} "
+                             f"({ratio(cost(d, 'pushrelay_cost', 'cpu_us'), cost(d, 'redis_cost', 'cpu_us')):.1f}×)"
+                        for d in ingest], str), "≤ 2×"))
+    rows.append(("Bytes to disk per message (the whole process, start to exit): PushRelay (× the body) / Redis",
+                 cells([None if cost(d, "pushrelay_cost", "disk_bytes") is None
+                        else f"{cost(d, 'pushrelay_cost', 'disk_bytes'):,.0f} "
+                             f"({cost(d, 'pushrelay_cost', 'disk_per_body'):.1f}×) / "
+                             f"{cost(d, 'redis_cost', 'disk_bytes') or 0:,.0f}"
+                        for d in ingest], str), "≤ 4× the body"))
     rows.append(("PushRelay `POST /v1/messages` p50 / p99 ms",
                  [f"{fmt_ms(d.get('pushrelay', {}).get('p50_ms'))} / {fmt_ms(d.get('pushrelay', {}).get('p99_ms'))}"
                   for d in ingest], ""))
@@ -480,7 +537,12 @@ def cmd_summary(args):
     rows.append((f"**Catch-up of {meta.get('catchup_n')}**, median ms (all runs)",
                  [f"{d['catchup_pushrelay']['median'] * 1000:.1f} ("
                   + ", ".join(f"{t * 1000:.1f}" for t in d["catchup_pushrelay"]["times"]) + ")"
-                  if d.get("catchup_pushrelay") else "n/a" for d in ingest], "≤ 25"))
+                  if d.get("catchup_pushrelay") else "n/a" for d in ingest], ""))
+    rows.append(("nginx serving the same page from a file, median ms; PushRelay / nginx",
+                 [f"{d['catchup_nginx_file']['median'] * 1000:.2f}; "
+                  f"{d['catchup_pushrelay']['median'] / d['catchup_nginx_file']['median']:.0f}×"
+                  if d.get("catchup_nginx_file") and d.get("catchup_pushrelay") and d["catchup_nginx_file"]["median"]
+                  else "n/a" for d in ingest], "≤ 10×"))
     rows.append(("nchan catch-up, median ms",
                  [f"{d['catchup_nchan']['median'] * 1000:.1f}" if d.get("catchup_nchan") else "n/a" for d in ingest],
                  ""))
@@ -589,6 +651,7 @@ def splice(path, begin, end, block):
 
 COMMANDS = {
     "parse-wrk": cmd_parse_wrk, "parse-redis": cmd_parse_redis, "set": cmd_set, "batch-delta": cmd_batch_delta,
+    "life": cmd_life, "cost": cmd_cost,
     "fill-pushrelay": cmd_fill_pushrelay, "fill-nchan": cmd_fill_nchan,
     "check-pushrelay": cmd_check_pushrelay, "check-nchan": cmd_check_nchan,
     "median": cmd_median, "report": cmd_report, "fsync": cmd_fsync, "summary": cmd_summary,

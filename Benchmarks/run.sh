@@ -168,6 +168,9 @@ printf -v BENCH_PAYLOAD '{"text":"%s"}' "${TEXT:0:189}"
 # shellcheck disable=SC2090
 export BENCH_PAYLOAD
 ((${#BENCH_PAYLOAD} == 200)) || die "payload is ${#BENCH_PAYLOAD} bytes, not 200"
+# A POST /v1/messages body of post.lua's: the payload in `{"id":"b1765100000m-1-12345",
+# "recipients":["bench123"],"payload":…}` (a few bytes more or less as the counters grow).
+BODY_BYTES=$((${#BENCH_PAYLOAD} + 66))
 
 git_commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then git_commit+="-dirty"; fi
@@ -196,6 +199,8 @@ http {
         listen 127.0.0.1:$NG_PORT backlog=4096;
         # The ceiling: the cheapest answer nginx can give.
         location = /ceiling { return 204; }
+        # The relay's own catch-up answer, saved: the same bytes served from a file.
+        location = /catchup.json { root $TMP; default_type application/json; }
         # nchan publisher: POST /pub/<channel>
         location ~ /pub/(\\w+)\$ {
             nchan_publisher;
@@ -274,8 +279,8 @@ MHD_PID=""
 # ---------------------------------------------------------------- Redis XADD, fsync per write
 say "redis-server $REDIS_VERSION XADD, appendfsync always ($REDIS_REQUESTS requests, -c $WRK_CONNECTIONS, $USERS streams)"
 mkdir -p "$TMP/redis"
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
-    --dir "$TMP/redis" --daemonize no >"$TMP/redis.log" 2>&1 &
+python3 "$BENCH/bench_helper.py" life "$TMP/redis.life" -- redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly yes \
+    --appendfsync always --dir "$TMP/redis" --daemonize no >"$TMP/redis.log" 2>&1 &
 REDIS_PID=$!
 for ((i = 0; i < 100; i++)); do
     [[ $(redis-cli -p "$REDIS_PORT" ping 2>/dev/null || true) == PONG ]] && break
@@ -290,19 +295,27 @@ run_child redis_xadd "$REDIS_REQUESTS" >"$TMP/redis.csv"
 helper parse-redis "$RESULTS" redis_xadd "$TMP/redis.csv"
 stop_pid "$REDIS_PID" redis-server
 REDIS_PID=""
+helper cost "$RESULTS" redis_cost "$TMP/redis.life" $((50000 + REDIS_REQUESTS)) "$BODY_BYTES"
 
 # ---------------------------------------------------------------- PushRelay ingest
-say "starting pushrelay on $PR_URL (db $TMP/bench.sqlite)"
-"$BIN" serve --listen "127.0.0.1:$PR_PORT" --db "$TMP/bench.sqlite" --server-keys "$KEY" \
-    --log-level warning --max-connections-per-ip 0 >"$TMP/pushrelay.log" 2>&1 &
-PR_PID=$!
-for ((i = 0; i < 300; i++)); do
-    kill -0 "$PR_PID" 2>/dev/null || die "pushrelay exited at start"
-    [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$PR_URL/readyz" || true) == 200 ]] && break
-    sleep 0.1
-done
-[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$PR_URL/readyz" || true) == 200 ]] \
-    || die "pushrelay /readyz did not answer 200 within 30 s"
+start_pushrelay() { # start_pushrelay [LIFE_JSON]: on $TMP/bench.sqlite, under `helper life` if given
+    local wrap=()
+    [[ -n ${1:-} ]] && wrap=(python3 "$BENCH/bench_helper.py" life "$1" --)
+    say "starting pushrelay on $PR_URL (db $TMP/bench.sqlite)"
+    "${wrap[@]}" "$BIN" serve --listen "127.0.0.1:$PR_PORT" --db "$TMP/bench.sqlite" --server-keys "$KEY" \
+        --log-level warning --max-connections-per-ip 0 >>"$TMP/pushrelay.log" 2>&1 &
+    PR_PID=$!
+    for ((i = 0; i < 300; i++)); do
+        kill -0 "$PR_PID" 2>/dev/null || die "pushrelay exited at start"
+        [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$PR_URL/readyz" || true) == 200 ]] && break
+        sleep 0.1
+    done
+    [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$PR_URL/readyz" || true) == 200 ]] \
+        || die "pushrelay /readyz did not answer 200 within 30 s"
+}
+# The single-message run has a process of its own: its whole life's CPU and disk writes
+# (checkpoints and shutdown included) divided by the messages it accepted.
+start_pushrelay "$TMP/pushrelay.life"
 
 say "pushrelay POST /v1/messages ($DURATION, one recipient of $USERS users, unique ids)"
 run_id="b$(date +%s)"
@@ -315,6 +328,10 @@ run_child wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$DURATION" --latency -s "
 curl -s "$PR_URL/metrics" >"$TMP/metrics.after"
 helper batch-delta "$RESULTS" batch "$TMP/metrics.before" "$TMP/metrics.after"
 helper parse-wrk "$RESULTS" pushrelay "$TMP/pushrelay.wrk" --fail-non2xx
+stop_pushrelay
+accepted=$(cat "$TMP/pushrelay.warmup.wrk" "$TMP/pushrelay.wrk" | awk '/requests in/ {n += $1} END {print n}')
+helper cost "$RESULTS" pushrelay_cost "$TMP/pushrelay.life" "$accepted" "$BODY_BYTES"
+start_pushrelay
 
 say "pushrelay POST /v1/messages/batch ($DURATION, -c16, 100 messages x 10 recipients per batch)"
 run_child wrk -t"$WRK_THREADS" -c16 -d"$DURATION" --latency -s "$BENCH/batch.lua" "$PR_URL/v1/messages/batch" \
@@ -361,6 +378,18 @@ median=$(helper median "${times[@]}")
 say "  nchan catch-up: median ${median}s (${times[*]}), $bytes bytes"
 helper set "$RESULTS" catchup_nchan "$(printf '{"request":"GET /sub/catchup (longpoll, multipart on)","times":[%s],"median":%s,"bytes":%s,"fill_s":%s}' \
     "$(IFS=,; echo "${times[*]}")" "$median" "$bytes" "$fill_nc")"
+chmod a+rx "$TMP" && chmod a+r "$TMP/catchup.json"  # nginx's workers run as another user
+times=()
+for ((r = 1; r <= CATCHUP_RUNS; r++)); do
+    out=$(curl -s -o /dev/null -w '%{http_code} %{time_total} %{size_download}' "$NG_URL/catchup.json")
+    read -r code t bytes <<<"$out"
+    [[ $code == 200 ]] || die "nginx answered $code for the saved catch-up page"
+    times+=("$t")
+done
+median=$(helper median "${times[@]}")
+say "  nginx serving PushRelay's catch-up answer from a file: median ${median}s (${times[*]}), $bytes bytes"
+helper set "$RESULTS" catchup_nginx_file "$(printf '{"request":"GET /catchup.json (the relay'"'"'s answer, saved)","times":[%s],"median":%s,"bytes":%s}' \
+    "$(IFS=,; echo "${times[*]}")" "$median" "$bytes")"
 helper set "$RESULTS" meta "$(python3 -c '
 import json, sys
 m = json.load(open(sys.argv[1]))["meta"]
