@@ -71,6 +71,9 @@ let package = Package(
         /// client SDK too); no dependencies.
         .target(name: "RelayPrimitives", swiftSettings: swiftSettings),
         .target(name: "RelayCore", dependencies: ["RelayPrimitives"], swiftSettings: swiftSettings),
+        /// The append-only message log: records framed and checksummed, appended and synced,
+        /// read back after a crash with a torn tail cut.
+        .target(name: "RelayLog", dependencies: ["RelayPrimitives"], swiftSettings: swiftSettings),
         /// RFC 6455 handshake and frames, both roles; no I/O (the client SDK uses it too).
         .target(name: "WebSocketCodec", dependencies: ["RelayPrimitives"], swiftSettings: swiftSettings),
 
@@ -159,7 +162,7 @@ let package = Package(
             name: "RelayUnitTests",
             dependencies: [
                 "RelayCore", "RelayCrypto", "RelayStore", "RelayDelivery", "RelayTransport", "RelayLocks", "RelayTelemetry",
-                "RelayTesting", "WebSocketCodec", "RelayPrimitives", "RelayLive",
+                "RelayTesting", "WebSocketCodec", "RelayPrimitives", "RelayLive", "RelayLog",
                 // An in-memory nghttp2 server session answers HTTP2Session's requests.
                 "CNGHTTP2",
             ],
