@@ -60,35 +60,43 @@ def sqlite_layout(path, page_size, schema):
     return db
 
 
-def run_today(path, n, group, page_size=4096):
-    db = sqlite_layout(path, page_size, migrations())
-    fingerprint = os.urandom(32)
+def in_groups(db, n, group, write):
+    """Calls `write(db, i)` for i in 1...n, `group` to a transaction; bytes written and CPU."""
     start, cpu = written(), time.process_time()
     i = 0
     while i < n:
         db.execute("BEGIN IMMEDIATE")
         for _ in range(group):
             i += 1
-            user, mid = message(i)
-            now = 1_765_000_000_000 + i
-            db.execute("SELECT fingerprint, recipients, expires_at FROM messages WHERE id = ?", (mid,)).fetchall()
-            row = db.execute("SELECT head_seq FROM inboxes WHERE user_id = ?", (user,)).fetchone()
-            if row:
-                seq = row[0] + 1
-                db.execute("UPDATE inboxes SET head_seq = ? WHERE user_id = ?", (seq, user))
-            else:
-                seq = 1
-                db.execute("INSERT INTO inboxes(user_id, epoch, head_seq, created_at) VALUES (?, ?, 1, ?)",
-                           (user, "e" * 16, now))
-            db.execute("INSERT INTO inbox_entries(user_id, seq, message_id, created_at, expires_at, state) "
-                       "VALUES (?, ?, ?, ?, ?, 'stored')", (user, seq, mid, now, now + 86_400_000))
-            db.execute("INSERT INTO messages(id, fingerprint, conversation_id, sender_id, payload, push, priority, "
-                       "collapse_key, created_at, expires_at, recipients) VALUES (?, ?, NULL, NULL, ?, NULL, "
-                       "'normal', NULL, ?, ?, ?)",
-                       (mid, fingerprint, PAYLOAD, now, now + 86_400_000, f'[["{user}",{seq},"stored"]]'))
+            write(db, i)
         db.execute("COMMIT")
     db.close()
     return written() - start, time.process_time() - cpu
+
+
+def run_today(path, n, group, page_size=4096):
+    fingerprint = os.urandom(32)
+
+    def accept(db, i):
+        user, mid = message(i)
+        now = 1_765_000_000_000 + i
+        db.execute("SELECT fingerprint, recipients, expires_at FROM messages WHERE id = ?", (mid,)).fetchall()
+        row = db.execute("SELECT head_seq FROM inboxes WHERE user_id = ?", (user,)).fetchone()
+        if row:
+            seq = row[0] + 1
+            db.execute("UPDATE inboxes SET head_seq = ? WHERE user_id = ?", (seq, user))
+        else:
+            seq = 1
+            db.execute("INSERT INTO inboxes(user_id, epoch, head_seq, created_at) VALUES (?, ?, 1, ?)",
+                       (user, "e" * 16, now))
+        db.execute("INSERT INTO inbox_entries(user_id, seq, message_id, created_at, expires_at, state) "
+                   "VALUES (?, ?, ?, ?, ?, 'stored')", (user, seq, mid, now, now + 86_400_000))
+        db.execute("INSERT INTO messages(id, fingerprint, conversation_id, sender_id, payload, push, priority, "
+                   "collapse_key, created_at, expires_at, recipients) VALUES (?, ?, NULL, NULL, ?, NULL, "
+                   "'normal', NULL, ?, ?, ?)",
+                   (mid, fingerprint, PAYLOAD, now, now + 86_400_000, f'[["{user}",{seq},"stored"]]'))
+
+    return in_groups(sqlite_layout(path, page_size, migrations()), n, group, accept)
 
 
 def record(i):
@@ -98,16 +106,7 @@ def record(i):
 
 def run_log_table(path, n, group):
     db = sqlite_layout(path, 4096, ["CREATE TABLE log(position INTEGER PRIMARY KEY, record BLOB NOT NULL);"])
-    start, cpu = written(), time.process_time()
-    i = 0
-    while i < n:
-        db.execute("BEGIN IMMEDIATE")
-        for _ in range(group):
-            i += 1
-            db.execute("INSERT INTO log(record) VALUES (?)", (record(i),))
-        db.execute("COMMIT")
-    db.close()
-    return written() - start, time.process_time() - cpu
+    return in_groups(db, n, group, lambda db, i: db.execute("INSERT INTO log(record) VALUES (?)", (record(i),)))
 
 
 def run_log_file(path, n, group):
