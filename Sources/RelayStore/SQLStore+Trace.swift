@@ -11,6 +11,7 @@ extension SQLStore {
         writer.submit(
             { db throws(DatabaseError) in
                 var devices: [(String, String)] = []
+                var seen = Set<[String]>()  // (a drain's batch holds thousands of devices: no linear search)
                 for attempt in attempts {
                     try db.run(
                         """
@@ -25,7 +26,7 @@ extension SQLStore {
                             .int(attempt.latencyMs), attempt.status.map { .int(Int64($0)) } ?? .null,
                             .optional(attempt.providerId), .text(attempt.result.rawValue), .optional(attempt.reason),
                         ])
-                    if !devices.contains(where: { $0 == (attempt.userId, attempt.deviceId) }) {
+                    if seen.insert([attempt.userId, attempt.deviceId]).inserted {
                         devices.append((attempt.userId, attempt.deviceId))
                     }
                 }
