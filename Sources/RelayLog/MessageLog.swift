@@ -19,7 +19,6 @@ package final class MessageLog {
         case recordTooLarge(Int)
     }
 
-    private let path: String
     private let fd: Int32
     /// The end of the last durable record: where the next append goes.
     package private(set) var end: Int
@@ -27,7 +26,6 @@ package final class MessageLog {
 
     /// Opens (creating) the log at `path`; `recovered` gets each whole record's payload in order.
     package init(path: String, recovered: ([UInt8]) -> Void = { _ in }) throws(Failure) {
-        self.path = path
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .open(path: path, errno: errno) }
         do throws(Failure) {

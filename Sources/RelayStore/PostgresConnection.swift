@@ -561,13 +561,7 @@ struct PostgresRow: SQLRow {
 
     func int64(_ column: Int32) -> Int64 { PostgresConnection.parseInt(PQgetvalue(result, row, column)) }
 
-    func text(_ column: Int32) -> String {
-        guard let value = PQgetvalue(result, row, column) else { return "" }
-        let count = Int(PQgetlength(result, row, column))
-        return value.withMemoryRebound(to: UInt8.self, capacity: count) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
-        }
-    }
+    func text(_ column: Int32) -> String { String(decoding: borrowedText(column), as: UTF8.self) }
 
     func borrowedText(_ column: Int32) -> UnsafeBufferPointer<UInt8> {
         guard let value = PQgetvalue(result, row, column) else { return UnsafeBufferPointer(start: nil, count: 0) }

@@ -65,11 +65,7 @@ package final class SQLiteStatement: SQLRow {
 
     package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
 
-    package func text(_ column: Int32) -> String {
-        guard let pointer = sqlite3_column_text(handle, column) else { return "" }
-        let count = Int(sqlite3_column_bytes(handle, column))
-        return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
-    }
+    package func text(_ column: Int32) -> String { String(decoding: borrowedText(column), as: UTF8.self) }
 
     /// The column's bytes (text or blob) without copying them into a `String`.
     package func withBytes<T>(
