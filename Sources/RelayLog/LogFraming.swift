@@ -11,7 +11,7 @@ package enum LogFraming {
     package static let maxPayload = 64 << 20
 
     /// Appends one record holding `payload` (not empty) to `buffer`.
-    package static func append(_ payload: some Collection<UInt8>, to buffer: inout [UInt8]) {
+    package static func append(_ payload: [UInt8], to buffer: inout [UInt8]) {
         append(UInt32(payload.count), to: &buffer)
         append(CRC32C.checksum(payload), to: &buffer)
         buffer.append(contentsOf: payload)

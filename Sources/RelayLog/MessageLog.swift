@@ -20,13 +20,13 @@ package final class MessageLog {
     }
 
     private let fd: Int32
-    /// The end of the last durable record: where the next append goes.
+    /// The end of the last record written: where the next one goes.
     package private(set) var end: Int
     private var poisoned = false
 
     /// Opens (creating) the log at `path`; `recovered` gets each whole record's payload in order.
     package init(path: String, recovered: ([UInt8]) -> Void = { _ in }) throws(Failure) {
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw .open(path: path, errno: errno) }
         do throws(Failure) {
             let bytes = try Self.readAll(fd)
@@ -51,24 +51,80 @@ package final class MessageLog {
     /// the first one starts.
     @discardableResult
     package func append(_ payloads: [[UInt8]]) throws(Failure) -> Int {
-        guard !poisoned else { throw .poisoned }
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(payloads.reduce(0) { $0 + $1.count + LogFraming.headerSize })
-        for payload in payloads {
-            guard !payload.isEmpty else { throw .emptyRecord }
-            guard payload.count <= LogFraming.maxPayload else { throw .recordTooLarge(payload.count) }
-            LogFraming.append(payload, to: &buffer)
-        }
         let start = end
-        do throws(Failure) {
-            try write(buffer, at: start)
+        for payload in payloads { try write(payload) }
+        try sync()
+        return start
+    }
+
+    /// Writes one record after the last, not yet synced (`sync` makes it durable, `cut` takes it
+    /// back). Returns where it starts.
+    @discardableResult
+    package func write(_ payload: [UInt8]) throws(Failure) -> Int {
+        guard !poisoned else { throw .poisoned }
+        guard !payload.isEmpty else { throw .emptyRecord }
+        guard payload.count <= LogFraming.maxPayload else { throw .recordTooLarge(payload.count) }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(payload.count + LogFraming.headerSize)
+        LogFraming.append(payload, to: &buffer)
+        let start = end
+        try poisoning { () throws(Failure) in try write(buffer, at: start) }
+        end = start + buffer.count
+        return start
+    }
+
+    /// Makes every record written so far durable.
+    package func sync() throws(Failure) {
+        guard !poisoned else { throw .poisoned }
+        try poisoning { () throws(Failure) in
             guard fdatasync(fd) == 0 else { throw Failure.io(operation: "fdatasync", errno: errno) }
+        }
+    }
+
+    /// Takes back the records from `offset` on (written, not yet answered for).
+    package func cut(to offset: Int) throws(Failure) {
+        guard !poisoned else { throw .poisoned }
+        try poisoning { () throws(Failure) in
+            guard ftruncate(fd, off_t(offset)) == 0 else { throw Failure.io(operation: "ftruncate", errno: errno) }
+        }
+        end = offset
+    }
+
+    /// Empties the log, durably, once what it held is kept elsewhere; a poisoned log is usable
+    /// again after it (nothing of what a failed write left is read any more).
+    package func reset() throws(Failure) {
+        guard ftruncate(fd, 0) == 0, fsync(fd) == 0 else {
+            poisoned = true
+            throw .io(operation: "truncate", errno: errno)
+        }
+        end = 0
+        poisoned = false
+    }
+
+    private func poisoning(_ body: () throws(Failure) -> Void) throws(Failure) {
+        do throws(Failure) {
+            try body()
         } catch {
             poisoned = true
             throw error
         }
-        end = start + buffer.count
-        return start
+    }
+
+    /// The payloads of the records from `offset` (a record's start) to the end.
+    package func read(from offset: Int) throws(Failure) -> [[UInt8]] {
+        var bytes = [UInt8](repeating: 0, count: max(0, end - offset))
+        var done = 0
+        while done < bytes.count {
+            let count = bytes.withUnsafeMutableBytes {
+                pread(fd, $0.baseAddress.map { $0 + done }, $0.count - done, off_t(offset + done))
+            }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { throw .io(operation: "pread", errno: count < 0 ? errno : EIO) }
+            done += count
+        }
+        let scan = LogFraming.scan(bytes)
+        guard scan.tail == .clean else { throw .damaged(path: "", offset: offset + scan.end) }
+        return scan.payloads.map { Array(bytes[$0]) }
     }
 
     private func write(_ buffer: [UInt8], at offset: Int) throws(Failure) {

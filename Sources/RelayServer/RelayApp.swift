@@ -54,6 +54,11 @@ package final class RelayApp: @unchecked Sendable {
                 commits.fire(batch.effect)
             },
             onFailure: { write, error in logger.error("store write failed", ("write", write), ("error", "\(error)")) })
+        if store.replayedFromLog > 0 {
+            logger.warning(
+                "the last stop was not clean: acknowledged writes ran again from the message log",
+                ("groups", String(store.replayedFromLog)))
+        }
         let secrets = try Secrets.resolve(config: config, store: store)
         let tokenKey = Array(secrets.clientTokenSecret.utf8)
         let tokens = ClientTokenCodec(hmac: { Crypto.hmacSHA256(key: tokenKey, message: $0) })

@@ -2,6 +2,8 @@
 package enum DatabaseError: Error, CustomStringConvertible, Sendable {
     case sqlite(SQLiteError)
     case postgres(PostgresError)
+    /// The message log in front of SQLite (`StatementJournal`).
+    case journal(JournalError)
 
     /// The transaction lost a race with another writer's (deadlock, serialization failure):
     /// nothing of it was committed, and it may run again. (Never on SQLite: one writer.)
@@ -20,6 +22,7 @@ package enum DatabaseError: Error, CustomStringConvertible, Sendable {
         switch self {
         case .sqlite(let error): return error.description
         case .postgres(let error): return error.description
+        case .journal(let error): return error.description
         }
     }
 }

@@ -178,7 +178,17 @@ enum Migrations {
         );
         CREATE INDEX push_attempts_by_device ON push_attempts(user_id, device_id);
         """,
+        // 9: the message log beside the database (`StatementJournal`): its id, which each record
+        // carries (a log beside another database is refused), and the last record the database
+        // holds. An older build, which would ignore the log, refuses this schema.
+        """
+        INSERT INTO meta(key, value) VALUES ('log_id', lower(hex(randomblob(8)))) ON CONFLICT(key) DO NOTHING;
+        INSERT INTO meta(key, value) VALUES ('log_lsn', '0') ON CONFLICT(key) DO NOTHING;
+        """,
     ]
+
+    /// The first version with the message log.
+    static let journaled = 9
 
     /// Brings the database to the newest version, each step in its own transaction.
     static func apply(to connection: SQLiteConnection) throws(DatabaseError) {

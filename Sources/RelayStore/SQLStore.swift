@@ -18,6 +18,8 @@ package final class SQLStore: RelayStore {
     let onFailure: @Sendable (_ write: String, _ error: StoreError) -> Void
     /// The other nodes (PostgreSQL); nil on SQLite, where this node is the only one.
     let cluster: PostgresCluster?
+    /// Groups of writes run again from the message log at opening (SQLite; after a crash).
+    package let replayedFromLog: Int
 
     /// Whether `database` names a PostgreSQL database (a libpq URI) rather than a SQLite file.
     package static func isPostgres(_ database: String) -> Bool {
@@ -74,27 +76,44 @@ package final class SQLStore: RelayStore {
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
         let connection: SQLiteConnection
+        let journal: StatementJournal
         do {
-            connection = try SQLiteConnection(path: path, buffersLog: true)
+            connection = try SQLiteConnection(path: path)
             try connection.execute("PRAGMA journal_mode = WAL")
-            // FULL: a commit is on disk (WAL fsynced) before any 2xx leaves; group commit pays for
-            // it. (The buffered log relies on it too.)
+            // FULL while migrating and running the log again; then NORMAL: what is acknowledged
+            // is durable in the message log (`StatementJournal`), the database syncs at its
+            // checkpoints and whenever the log is emptied.
             try connection.execute("PRAGMA synchronous = FULL")
             try connection.execute("PRAGMA wal_autocheckpoint = 4000")
             // Savepoint sub-journals in memory, not in temp files (3 pwrites per request otherwise).
             try connection.execute("PRAGMA temp_store = MEMORY")
+            // A transaction spans many groups (`StatementJournal.maxUncommittedRows`): room for
+            // its pages (~3,000 for 8,192 messages to 1,000 users), so that they are written at
+            // its commit, not spilled before.
+            try connection.execute("PRAGMA cache_size = -16384")
+            // The log was written against the schema of its day: run it before migrating further.
+            let logPath = path + "-log"
+            let early = try connection.userVersion >= Migrations.journaled
+            let opened = early ? try StatementJournal(path: logPath, connection: connection) : nil
             try Migrations.apply(to: connection)
+            if let opened {
+                journal = opened
+            } else {
+                journal = try StatementJournal(path: logPath, connection: connection)
+            }
+            try connection.execute("PRAGMA synchronous = NORMAL")
         } catch {
             throw .unavailable(error)
         }
         let epochs = LockedValue(InboxEpochs(key: ""))
         self.init(
-            writer: StoreWriter(connection: connection, onBatch: onBatch),
+            writer: StoreWriter(connection: connection, journal: journal, onBatch: onBatch),
             readers: ReaderPool { () throws(DatabaseError) in
                 let reader = try SQLiteConnection(path: path, readOnly: true)
                 try reader.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
                 return reader
-            }, cluster: nil, epochFor: { epochs.withLock { $0 }.epoch(for: $0) }, onFailure: onFailure)
+            }, cluster: nil, epochFor: { epochs.withLock { $0 }.epoch(for: $0) }, onFailure: onFailure,
+            replayedFromLog: journal.replayed)
         try loadEpochKey(into: epochs)
     }
 
@@ -108,8 +127,9 @@ package final class SQLStore: RelayStore {
     private init(
         writer: StoreWriter, readers: ReaderPool, cluster: PostgresCluster?,
         epochFor: @escaping @Sendable (String) -> String,
-        onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void
+        onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void, replayedFromLog: Int = 0
     ) {
+        self.replayedFromLog = replayedFromLog
         self.writer = writer
         self.readers = readers
         self.cluster = cluster
@@ -189,6 +209,7 @@ package final class SQLStore: RelayStore {
     // MARK: Helpers
 
     func read<T>(_ body: (any SQLConnection) throws(DatabaseError) -> T) throws(StoreError) -> T {
+        try writer.awaitCommitted()
         do {
             return try readers.read(body)
         } catch {

@@ -15,10 +15,15 @@ package final class SQLWrite: SQLStatements {
     /// Sent to the other nodes at commit (nothing listens on SQLite: there is one node).
     private(set) var notes: [ClusterNote] = []
     private var notesAtSavepoint = 0
+    /// The statements that may have changed something, in order, when the transaction is
+    /// journaled (`StatementJournal`); nil otherwise.
+    private(set) var recorded: [RecordedStatement]?
+    private var recordedAtSavepoint = 0
 
-    init(_ connection: any SQLConnection, optimistic: Bool) {
+    init(_ connection: any SQLConnection, optimistic: Bool, recording: Bool = false) {
         self.connection = connection
         self.isOptimistic = optimistic
+        self.recorded = recording ? [] : nil
     }
 
     var dialect: SQLDialect { connection.dialect }
@@ -29,6 +34,7 @@ package final class SQLWrite: SQLStatements {
     /// Marks the start of one write inside the transaction.
     func savepoint() throws(DatabaseError) {
         notesAtSavepoint = notes.count
+        recordedAtSavepoint = recorded?.count ?? 0
         try connection.savepoint()
     }
 
@@ -37,6 +43,7 @@ package final class SQLWrite: SQLStatements {
     /// Undoes the write since `savepoint`, its notes too.
     func rollbackToSavepoint() {
         notes.removeSubrange(notesAtSavepoint...)
+        recorded?.removeSubrange(recordedAtSavepoint...)
         connection.rollbackToSavepoint()
     }
 
@@ -46,9 +53,24 @@ package final class SQLWrite: SQLStatements {
         _ sql: String, _ bindings: [SQLValue], row: (any SQLRow) throws(DatabaseError) -> Bool
     ) throws(DatabaseError) {
         try connection.scan(sql, bindings, row: row)
+        record(sql, bindings)
     }
 
-    package func run(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) { try connection.run(sql, bindings) }
-    package func execute(_ sql: String) throws(DatabaseError) { try connection.execute(sql) }
+    package func run(_ sql: String, _ bindings: [SQLValue]) throws(DatabaseError) {
+        try connection.run(sql, bindings)
+        record(sql, bindings)
+    }
+
+    package func execute(_ sql: String) throws(DatabaseError) {
+        try connection.execute(sql)
+        record(sql, [])
+    }
+
+    /// Keeps a statement that ran for the journal. Only a plain `SELECT` is left out: it changes
+    /// nothing (keeping a read by mistake costs bytes; leaving out a write would lose it).
+    private func record(_ sql: String, _ bindings: [SQLValue]) {
+        guard recorded != nil, !sql.utf8.starts(with: "SELECT".utf8) else { return }
+        recorded?.append(RecordedStatement(sql: sql, bindings: bindings))
+    }
     package var changes: Int { connection.changes }
 }

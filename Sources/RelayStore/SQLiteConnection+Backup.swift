@@ -58,6 +58,10 @@ extension SQLStore {
                 try connection.run(
                     "INSERT INTO meta(key, value) VALUES ('epoch_key', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     [.text(epochs.key)])
+                // A new log id too: the source's message log, left beside a restored copy, is
+                // refused rather than run into it (`StatementJournal`).
+                try connection.run(
+                    "UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'log_id'")
                 try connection.execute("COMMIT")
             } catch {
                 _ = try? connection.execute("ROLLBACK")

@@ -1,5 +1,4 @@
 internal import CSQLite
-internal import CWALBuffer
 import Glibc
 
 /// One SQLite connection. Not thread-safe: each connection is used by one thread at a time —
@@ -14,18 +13,14 @@ package final class SQLiteConnection: SQLConnection {
     /// Configures the library once, before the first connection initializes it.
     private static let configured: Void = { _ = pr_sqlite3_disable_memstatus() }()
 
-    /// With `buffersLog`, the connection writes its log through `CWALBuffer` (one `pwrite` per
-    /// commit instead of two per page): only for a connection whose every commit syncs
-    /// (`synchronous=FULL`), since other connections read the log as soon as a commit is listed.
-    package init(path: String, readOnly: Bool = false, buffersLog: Bool = false) throws(DatabaseError) {
+    package init(path: String, readOnly: Bool = false) throws(DatabaseError) {
         Self.configured
         try Self.refuseSymbolicLinks(path)
         if !readOnly { Self.createPrivately(path) }
         var db: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let vfs = buffersLog && !readOnly && pr_wal_buffer_register() == SQLITE_OK ? PR_WAL_BUFFER_VFS : nil
-        let rc = sqlite3_open_v2(path, &db, flags, vfs)
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
             sqlite3_close_v2(db)
@@ -37,7 +32,9 @@ package final class SQLiteConnection: SQLConnection {
     }
 
     /// The files SQLite opens for a database, each of which it would follow if it were a link.
-    private static func files(of path: String) -> [String] { [path, path + "-wal", path + "-shm", path + "-journal"] }
+    private static func files(of path: String) -> [String] {
+        [path, path + "-wal", path + "-shm", path + "-journal", path + "-log"]
+    }
 
     /// Refuses a database whose file, `-wal`, `-shm` or `-journal` is a symbolic link, dangling or
     /// not: SQLite would follow it and create or fill its target (with the umask's mode, secrets
@@ -180,6 +177,9 @@ package final class SQLiteConnection: SQLConnection {
         try run("BEGIN IMMEDIATE", [])
         return false
     }
+
+    /// Whether a transaction is open (SQLite rolls one back by itself on some errors).
+    var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     package func commitWrite(effect: WriteEffect, notes: [ClusterNote]) throws(DatabaseError) { try run("COMMIT", []) }
     package func rollbackWrite() { _ = try? execute("ROLLBACK") }

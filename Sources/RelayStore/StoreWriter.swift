@@ -23,7 +23,7 @@ import RelayLocks
 /// `@unchecked Sendable`: the connection is touched only by whoever holds `committing` (the
 /// writer thread or one leading caller), set and cleared under the `LockedValue` of the queue.
 package final class StoreWriter: @unchecked Sendable {
-    private struct Operation {
+    struct Operation {
         /// Runs inside a savepoint of the current transaction; returns what completes it once the
         /// transaction's fate is known (it carries the write's value, if any).
         let run: @Sendable (SQLWrite) throws(DatabaseError) -> Ran
@@ -33,12 +33,14 @@ package final class StoreWriter: @unchecked Sendable {
         let keys: [String]
         /// Inbox rows it makes (1 for a write that makes none): what `maxRows` counts.
         let rows: Int
+        /// A message of a batch (the bulk lane).
+        let bulk: Bool
     }
 
-    private typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
+    typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
 
     /// A write that ran: what completes it, and what its commit means for the listeners.
-    private struct Ran {
+    struct Ran {
         let completion: Completion
         let effect: WriteEffect
     }
@@ -46,12 +48,14 @@ package final class StoreWriter: @unchecked Sendable {
     /// What `submit` does with a write.
     private enum Submission { case closed, queued, leading }
 
-    private let connection: any SQLConnection
+    let connection: any SQLConnection
+    /// SQLite's log in front of the database (`StatementJournal`); nil on PostgreSQL.
+    let journal: StatementJournal?
     /// Locks the rows of the given keys, in the order given, at the start of each transaction
     /// (PostgreSQL): every writer of every node then takes them in one order — sorted —, and two
     /// batches never wait for each other in a circle. Nil where one writer is all there is.
     private let lockKeys: (@Sendable ([String], SQLWrite) throws(DatabaseError) -> Void)?
-    private struct State {
+    struct State {
         var queue: [Operation] = []
         /// Bulk writes (the messages of batches): taken after `queue` (see the type's comment).
         var bulk: [Operation] = []
@@ -60,11 +64,21 @@ package final class StoreWriter: @unchecked Sendable {
         var committing = false
         var stopping = false
         var stopped = false
+        /// Journaled: a write was acknowledged that the database has not committed yet (a read
+        /// starting now would miss it), and how many commits there were (`awaitCommitted`).
+        var acknowledgedUncommitted = false
+        var commits: UInt64 = 0
+        /// A reader waits for the open transaction to commit.
+        var commitWanted = false
+        /// A caller that led its write waits for its completions (see `awaitCommitted`).
+        var leaderParked = false
+        /// Journaled: a commit failed, and acknowledged writes wait to be run again.
+        var restoring = false
     }
 
-    private let state = LockedValue(State())
+    let state = LockedValue(State())
     /// Called with each committed batch's size (metrics).
-    private let onBatch: @Sendable (CommittedBatch) -> Void
+    let onBatch: @Sendable (CommittedBatch) -> Void
     /// Completions (building answers, resuming connections) run here, so that the writer starts
     /// the next transaction at once instead of spending its time on them.
     private let completions = DispatchQueue(label: "pushrelay-store-completions")
@@ -86,10 +100,12 @@ package final class StoreWriter: @unchecked Sendable {
     static let maxAttempts = 5
 
     init(
-        connection: any SQLConnection, onBatch: @escaping @Sendable (CommittedBatch) -> Void,
+        connection: any SQLConnection, journal: StatementJournal? = nil,
+        onBatch: @escaping @Sendable (CommittedBatch) -> Void,
         lockKeys: (@Sendable ([String], SQLWrite) throws(DatabaseError) -> Void)? = nil
     ) {
         self.connection = connection
+        self.journal = journal
         self.lockKeys = lockKeys
         self.onBatch = onBatch
         completions.setSpecific(key: Self.inCompletion, value: true)
@@ -124,7 +140,7 @@ package final class StoreWriter: @unchecked Sendable {
                 let value = try work(connection)
                 return Ran(completion: { outcome in completion(outcome.map { value }) }, effect: effect(value))
             },
-            fail: { completion(.failure($0)) }, keys: keys, rows: max(1, rows))
+            fail: { completion(.failure($0)) }, keys: keys, rows: max(1, rows), bulk: bulk)
         let mayLead =
             leadIfIdle && !bulk && connection.dialect.isInProcess
             && DispatchQueue.getSpecific(key: Self.inCompletion) == nil
@@ -143,18 +159,28 @@ package final class StoreWriter: @unchecked Sendable {
         case .closed:
             completion(.failure(.closed))
         case .queued:
-            state.signal()
+            state.broadcast()  // (readers may wait on the same condition: `awaitCommitted`)
         case .leading:
             // Completions keep commit order: this one runs (after any still queued) before the
             // writer may start the next transaction.
             let (complete, committed) = commit([operation])
+            // A completion that reads meanwhile commits on this thread's behalf (`awaitCommitted`):
+            // the connection is idle while this thread waits for it, and no other may take it.
+            state.withLock { $0.leaderParked = true }
             completions.sync(execute: complete)
-            // Wake the writer only if writes queued up meanwhile (or it is stopping): waking it for
-            // nothing would put a futex call on every lone request's path.
+            let wanted = state.withLock { state -> Bool in
+                state.leaderParked = false
+                return state.commitWanted
+            }
+            if wanted { commitPending() }
+            // Wake the writer only if writes queued up meanwhile (or it is stopping), or to time
+            // the commit of what this left uncommitted (or make a failed one good): waking it
+            // for nothing would put a futex call on every lone request's path.
             let waiting = state.withLock { state -> Bool in
                 state.committing = false
                 state.health.finished(committed: committed)
-                return !state.queue.isEmpty || !state.bulk.isEmpty || state.stopping
+                return !state.queue.isEmpty || !state.bulk.isEmpty || state.stopping || state.restoring
+                    || state.acknowledgedUncommitted
             }
             if waiting { state.broadcast() }
         }
@@ -177,15 +203,94 @@ package final class StoreWriter: @unchecked Sendable {
         }
     }
 
+    /// The longest a read waits for the database to take what was acknowledged before it.
+    static let readWaitMilliseconds: Int64 = 2000
+
+    /// Waits until every write acknowledged so far is in the database, so that a read starting
+    /// then sees it: a journaled group is acknowledged from the log, before the database commits
+    /// it (`StatementJournal`); the writer commits when asked, after the group it is running.
+    /// Throws if the database cannot take them (a failed commit, say on a full disk, not made
+    /// good yet): the read would see less than was acknowledged.
+    func awaitCommitted() throws(StoreError) {
+        guard journal != nil else { return }
+        enum Step {
+            case read
+            case commitHere
+            case wait(ticket: UInt64)
+        }
+        let step = state.withLock { state -> Step in
+            guard state.acknowledgedUncommitted || state.restoring, !state.stopped else { return .read }
+            // A completion of a leading caller, which waits for it holding the connection: the
+            // writer thread cannot commit, and the caller is parked; this completion may.
+            if state.leaderParked, DispatchQueue.getSpecific(key: Self.inCompletion) != nil { return .commitHere }
+            state.commitWanted = true
+            return .wait(ticket: state.commits)
+        }
+        let ticket: UInt64
+        switch step {
+        case .read:
+            return
+        case .commitHere:
+            commitPending()
+            if state.withLock({ $0.restoring }) { throw .unavailable(.journal(.behind)) }
+            return
+        case .wait(let waiting):
+            ticket = waiting
+        }
+        state.broadcast()
+        let caughtUp = state.withLock(
+            when: { !$0.restoring && ($0.commits != ticket || !$0.acknowledgedUncommitted) || $0.stopped },
+            waitingAtMost: Self.readWaitMilliseconds
+        ) { !$0.restoring && ($0.commits != ticket || !$0.acknowledgedUncommitted) || $0.stopped }
+        if !caughtUp { throw .unavailable(.journal(.behind)) }
+    }
+
+    /// What the writer thread does next.
+    private enum Step {
+        case writes([Operation])
+        /// Commit the journal's open transaction (idle, or a reader asked), or make a failed
+        /// commit good.
+        case commit
+        case stop
+        /// Nothing: look again.
+        case wait
+    }
+
+    /// How long an idle writer leaves acknowledged writes uncommitted (`StatementJournal`):
+    /// under load the next group comes sooner, and the transaction keeps growing.
+    static let idleCommitMilliseconds: Int64 = 5
+    /// How often a failed commit is tried again while nothing else happens.
+    static let restoreRetryMilliseconds: Int64 = 1000
+
     private func run() {
         while true {
-            let batch = state.withLock(
-                when: { (!$0.queue.isEmpty || !$0.bulk.isEmpty || $0.stopping) && !$0.committing }
-            ) { state -> [Operation] in
-                guard !state.queue.isEmpty || !state.bulk.isEmpty else {
-                    state.stopped = true
-                    return []
+            switch nextStep() {
+            case .wait:
+                continue
+            case .writes(let batch):
+                let (complete, committed) = commit(batch)
+                completions.async(execute: complete)
+                state.withLock { state in
+                    state.committing = false
+                    state.health.finished(committed: committed)
                 }
+            case .commit:
+                commitPending()
+                state.withLock { $0.committing = false }
+            case .stop:
+                closeJournal()
+                state.withLock { $0.stopped = true }
+                state.broadcast()  // `stop()` waits for `stopped`
+                return
+            }
+        }
+    }
+
+    /// Waits for writes (or the stop); with acknowledged writes uncommitted, only so long.
+    private func nextStep() -> Step {
+        let take = { (state: inout State) -> Step in
+            guard !state.committing else { return .wait }
+            if !state.queue.isEmpty || !state.bulk.isEmpty {
                 state.committing = true
                 // Read now, not before the wait: an idle writer's first transaction is not stalled.
                 state.health.began(at: DemandTimer.now())
@@ -194,19 +299,34 @@ package final class StoreWriter: @unchecked Sendable {
                     state.queue.removeFirst(take.ordinary)
                     state.bulk.removeFirst(take.bulk)
                 }
-                return Array(state.queue.prefix(take.ordinary)) + state.bulk.prefix(take.bulk)
+                return .writes(Array(state.queue.prefix(take.ordinary)) + state.bulk.prefix(take.bulk))
             }
-            guard !batch.isEmpty else {
-                state.broadcast()  // `stop()` waits for `stopped`
-                return
+            if state.stopping {
+                state.committing = true  // (closing the journal)
+                return .stop
             }
-            let (complete, committed) = commit(batch)
-            completions.async(execute: complete)
-            state.withLock { state in
-                state.committing = false
-                state.health.finished(committed: committed)
+            guard state.acknowledgedUncommitted || state.restoring else { return .wait }
+            state.committing = true
+            return .commit
+        }
+        let pending = state.withLock { state -> Int64? in
+            state.restoring
+                ? Self.restoreRetryMilliseconds : state.acknowledgedUncommitted ? Self.idleCommitMilliseconds : nil
+        }
+        guard let pending else {
+            // (Woken too when a leader leaves writes uncommitted: the next turn times the commit.)
+            return state.withLock(
+                when: {
+                    (!$0.queue.isEmpty || !$0.bulk.isEmpty || $0.stopping) && !$0.committing
+                        || $0.acknowledgedUncommitted || $0.restoring
+                }
+            ) { state in
+                state.acknowledgedUncommitted || state.restoring ? .wait : take(&state)
             }
         }
+        return state.withLock(
+            when: { (!$0.queue.isEmpty || !$0.bulk.isEmpty || $0.stopping || $0.commitWanted) && !$0.committing },
+            waitingAtMost: pending, take)
     }
 
     /// How many of the queued writes (their rows, in order) the next transaction takes: ordinary
@@ -242,6 +362,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// connection where savepoints are dear (not `SQLDialect.isInProcess`): there the batch
     /// first runs without them, and only if a write fails, again with them.
     private func commit(_ batch: [Operation]) -> (@Sendable () -> Void, committed: Bool) {
+        if let journal { return commitJournaled(batch, journal) }
         var attempts = 1
         var guarded = connection.dialect.isInProcess
         while true {

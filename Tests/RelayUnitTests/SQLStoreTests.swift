@@ -270,9 +270,9 @@ import Testing
         #expect(next[0].seq == 4)
     }
 
-    /// A transaction larger than one write of the log and than the writer's log buffer
-    /// (CWALBuffer: 124 KiB, 1 MiB): every message reads back whole from another connection, and
-    /// again after the store was closed (checkpointed) and reopened.
+    /// A transaction larger than one write of SQLite's log and than a message-log record: every
+    /// message reads back whole from another connection, and again after the store was closed
+    /// (checkpointed) and reopened.
     @Test func aLargeTransactionReadsBackWhole() async throws {
         let texts = (1...300).map { n in
             "\(n)-" + String(repeating: Character(UnicodeScalar(UInt8(97 + n % 26))), count: 20_000)

@@ -1,0 +1,170 @@
+import RelayLocks
+
+/// The writer's transactions on SQLite with the message log in front (`StatementJournal`).
+extension StoreWriter {
+    /// Runs one group inside the open transaction (a savepoint of its own), appends what it ran to
+    /// the log and syncs that; commits the transaction (without a sync) when a reader asks, the
+    /// group is a batch's piece, or it holds enough — else the idle writer does, moments later.
+    /// Returns what completes the group's writes and whether they are durable.
+    ///
+    /// The order keeps a failure clean: the record is written before the commit, so a log that
+    /// cannot take it (a full disk) fails the group while it can still be rolled back alone; a
+    /// commit that fails takes the record back; only the sync comes after both. A commit that
+    /// fails with acknowledged groups in it leaves them in the log, run again before anything else
+    /// (`StatementJournal.restore`); reads answer 503 meanwhile rather than show less than was
+    /// acknowledged.
+    func commitJournaled(
+        _ batch: [Operation], _ journal: StatementJournal
+    ) -> (@Sendable () -> Void, committed: Bool) {
+        let connection = journal.connection
+        func failing(_ error: DatabaseError) -> (@Sendable () -> Void, committed: Bool) {
+            let failure = StoreError.unavailable(error)
+            return ({ for operation in batch { operation.fail(failure) } }, false)
+        }
+        do throws(DatabaseError) {
+            try journal.restore()
+            if journal.isPoisoned || (!journal.inTransaction && journal.logSize >= StatementJournal.maxLogBytes) {
+                try journal.makeDurableAndEmpty()
+            }
+            try journal.begin()
+            try connection.run("SAVEPOINT grp", [])
+        } catch {
+            if journal.inTransaction { journal.abandonTransaction() }
+            noteRestoring(journal)
+            return failing(error)
+        }
+        let write = SQLWrite(connection, optimistic: false, recording: true)
+        var succeeded: [Completion] = []
+        var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
+        var effect = WriteEffect.maintenance
+        var rows = 0
+        var bulk = false
+        succeeded.reserveCapacity(batch.count)
+        for operation in batch {
+            do throws(DatabaseError) {
+                try write.savepoint()
+                let ran = try operation.run(write)
+                try write.releaseSavepoint()
+                succeeded.append(ran.completion)
+                effect = max(effect, ran.effect)
+                rows += operation.rows
+                bulk = bulk || operation.bulk
+            } catch {
+                if journal.lostTransaction {
+                    journal.abandonTransaction()
+                    noteRestoring(journal)
+                    return failing(error)
+                }
+                write.rollbackToSavepoint()
+                failed.append((operation.fail, StoreError.unavailable(error)))
+            }
+        }
+        let statements = write.recorded ?? []
+        var start: Int?
+        var failure: DatabaseError?
+        do throws(DatabaseError) {
+            if !statements.isEmpty {
+                do throws(JournalError) {
+                    start = try journal.write(statements, rows: rows)
+                } catch {
+                    failure = .journal(error)
+                    try connection.execute("ROLLBACK TO grp")
+                }
+            }
+            try connection.run("RELEASE grp", [])
+        } catch {
+            journal.abandonTransaction()
+            if let start { journal.cut(to: start) }
+            noteRestoring(journal)
+            return failing(failure ?? error)
+        }
+        // Committed before it is answered: a failed group (what came before it), a batch's piece
+        // (large already; its items count as stored, readable, when `acceptBatch` reports them),
+        // and whatever a reader waits for.
+        let now =
+            failure != nil || bulk
+            || state.withLock { state in
+                let wanted = state.commitWanted || state.stopping
+                if wanted { state.commitWanted = false }
+                return wanted
+            }
+        var committed = false
+        if journal.inTransaction, journal.shouldCommit(now: now) {
+            do throws(DatabaseError) {
+                try journal.commit()
+                committed = true
+            } catch {
+                if let start, failure == nil { journal.cut(to: start) }
+                failure = failure ?? error
+            }
+        }
+        if failure == nil, start != nil {
+            do throws(JournalError) {
+                try journal.sync()
+            } catch {
+                failure = .journal(error)
+                if journal.inTransaction {  // (the next group empties the failed log)
+                    committed = (try? journal.commit()) != nil
+                }
+            }
+        }
+        let acknowledgedUncommitted = journal.inTransaction && journal.hasPending
+        let restoring = journal.needsRestore
+        state.withLock { state in
+            if committed { state.commits &+= 1 }
+            state.acknowledgedUncommitted = acknowledgedUncommitted
+            state.restoring = restoring
+        }
+        if committed || restoring { state.broadcast() }
+        if let failure { return failing(failure) }
+        onBatch(CommittedBatch(writes: batch.count, effect: effect))
+        return (
+            { [succeeded, failed] in
+                for completion in succeeded { completion(.success(())) }
+                for (fail, error) in failed { fail(error) }
+            }, true
+        )
+    }
+
+    /// Tells readers whether acknowledged writes wait to be run again (they do not wait for them).
+    private func noteRestoring(_ journal: StatementJournal) {
+        let restoring = journal.needsRestore
+        state.withLock { $0.restoring = restoring }
+        if restoring { state.broadcast() }
+    }
+
+    /// Commits what the writer left uncommitted (it fell idle, or a reader asked), after making a
+    /// failed commit good if one waits. Only by whoever holds the connection (`committing`).
+    func commitPending() {
+        guard let journal else { return }
+        var committed = false
+        do throws(DatabaseError) {
+            try journal.restore()
+            try journal.commit()
+            committed = true
+        } catch {
+            // (`restore` tries again at the next step.)
+        }
+        let acknowledgedUncommitted = journal.inTransaction && journal.hasPending
+        let restoring = journal.needsRestore
+        state.withLock { state in
+            if committed { state.commits &+= 1 }
+            state.commitWanted = false
+            state.acknowledgedUncommitted = acknowledgedUncommitted
+            state.restoring = restoring
+        }
+        state.broadcast()
+    }
+
+    /// At stop: the database made durable and the log emptied, so that the next start has
+    /// nothing to run again.
+    func closeJournal() {
+        guard let journal else { return }
+        do throws(DatabaseError) {
+            try journal.restore()
+            try journal.makeDurableAndEmpty()
+        } catch {
+            // The log keeps what the database lacks: the next start runs it again.
+        }
+    }
+}

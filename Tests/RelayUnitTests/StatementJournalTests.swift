@@ -1,0 +1,140 @@
+import Foundation
+import RelayCore
+import RelayLocks
+import RelayLog
+import RelayStore
+import Testing
+
+/// SQLite's message log (`StatementJournal`): a group acknowledged from the log and missing from
+/// the database is run again when the store opens; a log that does not follow the database is
+/// refused; a read sees every acknowledged write however far the database's commit lags.
+@Suite struct StatementJournalTests {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString).sqlite").path
+
+    /// A store opened and closed (clean: its log is empty), and its log's id and last record.
+    func closedStore() throws -> (logId: String, lsn: UInt64) {
+        try SQLStore(database: path).close()
+        var meta: [String: String] = [:]
+        try SQLiteConnection(path: path, readOnly: true).scan("SELECT key, value FROM meta", []) {
+            meta[$0.text(0)] = $0.text(1)
+            return true
+        }
+        let size = (try FileManager.default.attributesOfItem(atPath: path + "-log")[.size] as? Int) ?? -1
+        #expect(size == 0, "a clean close leaves the log empty")
+        return (meta["log_id"] ?? "", UInt64(meta["log_lsn"] ?? "") ?? 0)
+    }
+
+    /// Appends records as a crashed writer would have left them: synced, never committed.
+    func leaveInLog(_ records: [(logId: String, lsn: UInt64, sql: String)]) throws {
+        var numbers: [String: UInt32] = [:]
+        let log = try MessageLog(path: path + "-log")
+        try log.append(
+            records.map {
+                JournalRecord.encode(
+                    logId: $0.logId, lsn: $0.lsn, [RecordedStatement(sql: $0.sql, bindings: [.text("v\($0.lsn)")])],
+                    numbers: &numbers)
+            })
+    }
+
+    func probes() throws -> [String] {
+        var values: [String] = []
+        try SQLiteConnection(path: path, readOnly: true).scan(
+            "SELECT value FROM meta WHERE key LIKE 'probe%' ORDER BY key", []
+        ) {
+            values.append($0.text(0))
+            return true
+        }
+        return values
+    }
+
+    static let probe = "INSERT INTO meta(key, value) VALUES ('probe' || ?1, ?1)"
+
+    @Test func groupsTheDatabaseMissesRunAgainAtOpening() throws {
+        let (logId, lsn) = try closedStore()
+        // One record the database holds already (skipped), two it lacks (run, in order).
+        try leaveInLog([(logId, lsn, Self.probe), (logId, lsn + 1, Self.probe), (logId, lsn + 2, Self.probe)])
+        let store = try SQLStore(database: path)
+        #expect(store.replayedFromLog == 2)
+        store.close()
+        #expect(try probes() == ["v\(lsn + 1)", "v\(lsn + 2)"])
+        // Run once: the next opening has nothing to do.
+        let again = try SQLStore(database: path)
+        #expect(again.replayedFromLog == 0)
+        again.close()
+        #expect(try probes().count == 2)
+    }
+
+    @Test func aLogOfAnotherDatabaseIsRefused() throws {
+        let (_, lsn) = try closedStore()
+        try leaveInLog([("0123456789abcdef", lsn + 1, Self.probe)])
+        #expect(throws: StoreError.self) { try SQLStore(database: path) }
+        #expect(try probes().isEmpty)
+    }
+
+    @Test func aMissingRecordIsRefused() throws {
+        let (logId, lsn) = try closedStore()
+        try leaveInLog([(logId, lsn + 2, Self.probe)])
+        #expect(throws: StoreError.self) { try SQLStore(database: path) }
+        #expect(try probes().isEmpty)
+    }
+
+    @Test func recordsRoundTripWithEachTextWrittenOnce() throws {
+        var numbers: [String: UInt32] = [:]
+        let statements = [
+            RecordedStatement(sql: "UPDATE a SET b = ?", bindings: [.int(-7), .null, .text("é"), .blob([0, 255])]),
+            RecordedStatement(sql: "UPDATE a SET b = ?", bindings: []),
+        ]
+        let first = JournalRecord.encode(logId: "id", lsn: 9, statements, numbers: &numbers)
+        let second = JournalRecord.encode(logId: "id", lsn: 10, statements, numbers: &numbers)
+        #expect(second.count < first.count, "the second record refers to the text by number")
+        var texts: [UInt32: String] = [:]
+        let decoded = try JournalRecord.decode(first, texts: &texts)
+        let next = try JournalRecord.decode(second, texts: &texts)
+        #expect(decoded.logId == "id" && decoded.lsn == 9 && next.lsn == 10)
+        #expect(next.statements.map(\.sql) == statements.map(\.sql))
+        #expect("\(next.statements[0].bindings)" == "\(statements[0].bindings)")
+        // Cut anywhere, a record is refused or reads as fewer whole statements, never misread
+        // (the log's checksums keep cut records from being read at all).
+        for cut in 1..<first.count {
+            var fresh: [UInt32: String] = [:]
+            if let prefix = try? JournalRecord.decode(Array(first[..<cut]), texts: &fresh) {
+                #expect(prefix.statements.count < statements.count, "cut at \(cut)")
+                #expect(prefix.statements.allSatisfy { $0.sql == statements[0].sql })
+            }
+        }
+    }
+
+    /// Many writers at once (the writer's transaction then spans groups, committed later): each
+    /// message is read back from the completion that acknowledged it.
+    @Test func aReadSeesEveryAcknowledgedWrite() async throws {
+        let store = try SQLStore(database: path)
+        defer { store.close() }
+        let missed = LockedValue(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for n in 0..<400 {
+                group.addTask {
+                    let body = #"{"id":"r\#(n)","recipients":["u\#(n % 7)"],"payload":{}}"#
+                    let json = try JSONParser.parse(Array(body.utf8))
+                    let new = NewMessage(
+                        message: try IncomingMessage(json: json, maxPayloadBytes: 1024, defaultTTLSeconds: 60),
+                        fingerprint: [UInt8(n % 256)], now: Timestamp(milliseconds: 1_000))
+                    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                        store.accept(new) { result in
+                            guard case .success(.accepted(let seqs)) = result, let seq = seqs.first?.seq,
+                                let page = try? store.catchUp(
+                                    userId: "u\(n % 7)", after: seq - 1, epoch: nil, limit: 1, maxBytes: 1 << 20),
+                                page.messages.first?.id == "r\(n)"
+                            else {
+                                missed.withLock { $0 += 1 }
+                                return continuation.resume()
+                            }
+                            continuation.resume()
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(missed.withLock { $0 } == 0)
+    }
+}
