@@ -175,15 +175,21 @@ final class StatementJournal {
     }
 
     /// Whether the open transaction commits at the end of this group: when `now` (the writer's
-    /// reasons), or when it holds enough.
+    /// reasons), when it holds enough, or when it holds nothing (it is ended at no cost).
     func shouldCommit(now: Bool) -> Bool {
-        now || pendingRows >= Self.maxUncommittedRows || pendingBytes >= Self.maxUncommittedBytes
+        now || !hasPending || pendingRows >= Self.maxUncommittedRows || pendingBytes >= Self.maxUncommittedBytes
     }
 
     /// Commits the open transaction (without a sync: the log holds what it acknowledged). On
     /// failure the transaction is rolled back; the caller decides what to run again.
     func commit() throws(DatabaseError) {
         guard inTransaction else { return }
+        guard hasPending else {
+            // Nothing in it (its writes failed, or changed nothing): ended without a page written.
+            connection.rollbackWrite()
+            inTransaction = false
+            return
+        }
         do throws(DatabaseError) {
             try recordPosition()
             try connection.commitWrite(effect: .data, notes: [])
@@ -247,11 +253,18 @@ final class StatementJournal {
     /// log: after the log failed (poisoned), or when it has grown past `maxLogBytes`, or at close.
     func makeDurableAndEmpty() throws(DatabaseError) {
         try commit()
+        // A small commit that syncs SQLite's log, and with it every commit before it. (The mode
+        // is read when a transaction begins: it cannot change inside one.)
         try connection.execute("PRAGMA synchronous = FULL")
         defer { _ = try? connection.execute("PRAGMA synchronous = NORMAL") }
         _ = try connection.beginWrite(pipelined: false)
-        inTransaction = true
-        try commit()
+        do throws(DatabaseError) {
+            try recordPosition()
+            try connection.commitWrite(effect: .data, notes: [])
+        } catch {
+            connection.rollbackWrite()
+            throw error
+        }
         do throws(MessageLog.Failure) {
             try log.reset()
         } catch {
