@@ -81,8 +81,9 @@ let package = Package(
         /// libcrypto behind Swift types: HMAC, the push providers' keys and signatures, Web Push encryption.
         .target(name: "RelayCrypto", dependencies: ["CCrypto", "RelayPrimitives"], swiftSettings: swiftSettings),
         /// A SQLite VFS that hands a commit's write-ahead-log writes to the kernel in one call.
+        .target(name: "CWALBuffer", dependencies: ["CSQLite"]),
         .target(
-            name: "RelayStore", dependencies: ["RelayCore", "RelayCrypto", "CSQLite", "CPostgres", "RelayLocks", "RelayLog"],
+            name: "RelayStore", dependencies: ["RelayCore", "RelayCrypto", "CSQLite", "CWALBuffer", "CPostgres", "RelayLocks", "RelayLog"],
             swiftSettings: swiftSettings),
         .target(name: "RelayHTTP", dependencies: ["CMicroHTTPD", "RelayCore", "RelayLocks"], swiftSettings: swiftSettings),
         /// Logging (logfmt) and metrics (Prometheus text), shared by the layers above.

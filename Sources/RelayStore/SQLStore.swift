@@ -21,6 +21,10 @@ package final class SQLStore: RelayStore {
     /// Groups of writes run again from the message log at opening (SQLite; after a crash).
     package let replayedFromLog: Int
 
+    /// The message log's size at which it is emptied (`StatementJournal`): 0.2–0.4 s to read at
+    /// a start after a crash (BENCHMARKS.md).
+    package static let messageLogLimit = 64 << 20
+
     /// Whether `database` names a PostgreSQL database (a libpq URI) rather than a SQLite file.
     package static func isPostgres(_ database: String) -> Bool {
         database.hasPrefix("postgresql://") || database.hasPrefix("postgres://")
@@ -69,20 +73,21 @@ package final class SQLStore: RelayStore {
         try loadEpochKey(into: epochs)
     }
 
-    /// Opens (creating and migrating) the SQLite database at `path`.
+    /// Opens (creating and migrating) the SQLite database at `path`; its message log is emptied
+    /// whenever it passes `logLimit` bytes.
     package convenience init(
-        path: String,
+        path: String, logLimit: Int = messageLogLimit,
         onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
         let connection: SQLiteConnection
         let journal: StatementJournal
         do {
-            connection = try SQLiteConnection(path: path)
+            connection = try SQLiteConnection(path: path, buffersLog: true)
             try connection.execute("PRAGMA journal_mode = WAL")
-            // FULL while migrating and running the log again; then NORMAL: what is acknowledged
-            // is durable in the message log (`StatementJournal`), the database syncs at its
-            // checkpoints and whenever the log is emptied.
+            // FULL: every commit is on disk when it returns (the buffered log relies on it). What
+            // is acknowledged is durable in the message log before (`StatementJournal`); the
+            // database commits many groups at once, so its syncs are rare.
             try connection.execute("PRAGMA synchronous = FULL")
             try connection.execute("PRAGMA wal_autocheckpoint = 4000")
             // Savepoint sub-journals in memory, not in temp files (3 pwrites per request otherwise).
@@ -94,14 +99,13 @@ package final class SQLStore: RelayStore {
             // The log was written against the schema of its day: run it before migrating further.
             let logPath = path + "-log"
             let early = try connection.userVersion >= Migrations.journaled
-            let opened = early ? try StatementJournal(path: logPath, connection: connection) : nil
+            let opened = early ? try StatementJournal(path: logPath, connection: connection, logLimit: logLimit) : nil
             try Migrations.apply(to: connection)
             if let opened {
                 journal = opened
             } else {
-                journal = try StatementJournal(path: logPath, connection: connection)
+                journal = try StatementJournal(path: logPath, connection: connection, logLimit: logLimit)
             }
-            try connection.execute("PRAGMA synchronous = NORMAL")
         } catch {
             throw .unavailable(error)
         }

@@ -1,4 +1,5 @@
 internal import CSQLite
+internal import CWALBuffer
 import Glibc
 
 /// One SQLite connection. Not thread-safe: each connection is used by one thread at a time —
@@ -13,14 +14,18 @@ package final class SQLiteConnection: SQLConnection {
     /// Configures the library once, before the first connection initializes it.
     private static let configured: Void = { _ = pr_sqlite3_disable_memstatus() }()
 
-    package init(path: String, readOnly: Bool = false) throws(DatabaseError) {
+    /// With `buffersLog`, the connection writes its log through `CWALBuffer` (one `pwrite` per
+    /// commit instead of two per page): only for a connection whose every commit syncs
+    /// (`synchronous=FULL`), since other connections read the log as soon as a commit is listed.
+    package init(path: String, readOnly: Bool = false, buffersLog: Bool = false) throws(DatabaseError) {
         Self.configured
         try Self.refuseSymbolicLinks(path)
         if !readOnly { Self.createPrivately(path) }
         var db: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        let vfs = buffersLog && !readOnly && pr_wal_buffer_register() == SQLITE_OK ? PR_WAL_BUFFER_VFS : nil
+        let rc = sqlite3_open_v2(path, &db, flags, vfs)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
             sqlite3_close_v2(db)

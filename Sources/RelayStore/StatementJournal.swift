@@ -25,9 +25,9 @@ package enum JournalError: Error, Sendable, CustomStringConvertible {
 
 /// SQLite's write path with a log in front (docs/ARCHITECTURE.md §7): each group of writes is
 /// appended to the message log as the statements it ran and made durable by one `fdatasync`
-/// of that log, while the database commits without syncing (`synchronous = NORMAL`), and only
-/// every so many groups — one transaction spans many of them, so a B-tree page many messages
-/// touch is written once, not once per group. On opening, the groups the database does not
+/// of that log, while the database commits (and syncs) only every so many groups — one
+/// transaction spans many of them, so a B-tree page many messages touch is written once, not
+/// once per group. On opening, the groups the database does not
 /// hold (their record numbers above `meta.log_lsn`, written by each commit) are run again.
 ///
 /// Not thread-safe: the store's writer owns it, like its connection.
@@ -36,10 +36,10 @@ final class StatementJournal {
     /// records: what the open transaction (its dirty pages) may hold in memory.
     static let maxUncommittedRows = 8192
     static let maxUncommittedBytes = 8 << 20
-    /// Past this the log is emptied at the next durable point (the database made durable first).
-    static let maxLogBytes = 64 << 20
+    /// Past this the log is emptied at the next durable point (the database made durable first):
+    /// what bounds the start after a crash (`SQLStore.messageLogLimit`).
+    let logLimit: Int
 
-    let path: String
     /// The writer's connection.
     let connection: SQLiteConnection
     private let log: MessageLog
@@ -51,28 +51,31 @@ final class StatementJournal {
     private var numbersBeforeLastWrite: [String: UInt32] = [:]
     /// A transaction is open on the connection (spanning groups).
     private(set) var inTransaction = false
-    /// The groups in the open transaction, acknowledged from the log alone: what a failed commit
-    /// would have to run again.
-    /// Where in the log they start (nil: none). Read back from there, not kept in memory: held
-    /// until the commit, thousands of them churned the heap (3 % of the relay's CPU in `malloc`).
+    /// Where in the log the groups of the open transaction start (nil: none), acknowledged from
+    /// the log alone: what a failed commit has to run again. Read back from there, not kept in
+    /// memory: held until the commit, thousands of them churned the heap (3 % of the relay's CPU
+    /// in `malloc`).
     private var pendingStart: Int?
     private var pendingRows = 0
     private var pendingBytes = 0
     /// Groups acknowledged from the log alone are in the open transaction.
     var hasPending: Bool { pendingStart != nil }
+    /// The open transaction holds a group not in the log, made durable by the commit itself
+    /// before it is answered (`markUnlogged`).
+    private var unlogged = false
     /// A commit failed and the pending groups are not in the database: nothing else runs until
     /// they are.
     private(set) var needsRestore = false
     /// Groups run again from the log when it was opened (acknowledged, not yet in the database).
     private(set) var replayed = 0
     /// A write or sync of the log failed: it takes nothing until the database is durable and the
-    /// log emptied (`makeUsable`).
+    /// log emptied (`makeDurableAndEmpty`).
     private(set) var isPoisoned = false
 
     /// Opens (creating) the log beside the database and runs again what the database misses.
-    init(path: String, connection: SQLiteConnection) throws(DatabaseError) {
-        self.path = path
+    init(path: String, connection: SQLiteConnection, logLimit: Int) throws(DatabaseError) {
         self.connection = connection
+        self.logLimit = logLimit
         var committed: UInt64 = 0
         var id = ""
         try connection.query("SELECT key, value FROM meta WHERE key IN ('log_id', 'log_lsn')") { row in
@@ -103,22 +106,7 @@ final class StatementJournal {
         }
         lsn = last
         replayed = replay.count
-        if !replay.isEmpty {
-            try connection.execute("BEGIN IMMEDIATE")
-            do throws(DatabaseError) {
-                for record in replay { try run(record.statements) }
-                try recordPosition()
-                try connection.execute("COMMIT")  // (the connection still syncs every commit here)
-            } catch {
-                connection.rollbackWrite()
-                throw error
-            }
-        }
-        do throws(MessageLog.Failure) {
-            try log.reset()
-        } catch {
-            throw .journal(.log(error))
-        }
+        try commitThenEmpty(running: replay.map(\.statements))
     }
 
     private func run(_ statements: [RecordedStatement]) throws(DatabaseError) {
@@ -180,11 +168,11 @@ final class StatementJournal {
         now || !hasPending || pendingRows >= Self.maxUncommittedRows || pendingBytes >= Self.maxUncommittedBytes
     }
 
-    /// Commits the open transaction (without a sync: the log holds what it acknowledged). On
+    /// Commits the open transaction (one sync for many groups; the log held them till now). On
     /// failure the transaction is rolled back; the caller decides what to run again.
     func commit() throws(DatabaseError) {
         guard inTransaction else { return }
-        guard hasPending else {
+        guard hasPending || unlogged else {
             // Nothing in it (its writes failed, or changed nothing): ended without a page written.
             connection.rollbackWrite()
             inTransaction = false
@@ -198,6 +186,7 @@ final class StatementJournal {
             throw error
         }
         inTransaction = false
+        unlogged = false
         pendingStart = nil
         pendingRows = 0
         pendingBytes = 0
@@ -210,6 +199,7 @@ final class StatementJournal {
     func abandonTransaction() {
         if connection.isInTransaction { connection.rollbackWrite() }
         inTransaction = false
+        unlogged = false
         needsRestore = true
     }
 
@@ -249,22 +239,34 @@ final class StatementJournal {
         needsRestore = false
     }
 
-    /// Makes the database durable up to the last record (a commit that syncs), then empties the
-    /// log: after the log failed (poisoned), or when it has grown past `maxLogBytes`, or at close.
+    /// Commits (durably: every commit syncs) and empties the log: after the log failed (poisoned),
+    /// or when it has grown past `logLimit`, or at close.
     func makeDurableAndEmpty() throws(DatabaseError) {
         try commit()
-        // A small commit that syncs SQLite's log, and with it every commit before it. (The mode
-        // is read when a transaction begins: it cannot change inside one.)
-        try connection.execute("PRAGMA synchronous = FULL")
-        defer { _ = try? connection.execute("PRAGMA synchronous = NORMAL") }
+        try emptyLog()
+    }
+
+    /// The group now in the open transaction is made durable by the database's commit instead of
+    /// the log: a batch's piece, thousands of rows, whose statements would cost the log more bytes
+    /// and checksumming than its commit's sync costs.
+    func markUnlogged() { unlogged = true }
+
+    /// Runs `groups` and records the position in one commit, then empties the log: its records
+    /// are all in the database, durably.
+    private func commitThenEmpty(running groups: [[RecordedStatement]]) throws(DatabaseError) {
         _ = try connection.beginWrite(pipelined: false)
         do throws(DatabaseError) {
+            for statements in groups { try run(statements) }
             try recordPosition()
             try connection.commitWrite(effect: .data, notes: [])
         } catch {
             connection.rollbackWrite()
             throw error
         }
+        try emptyLog()
+    }
+
+    private func emptyLog() throws(DatabaseError) {
         do throws(MessageLog.Failure) {
             try log.reset()
         } catch {
@@ -275,5 +277,7 @@ final class StatementJournal {
         isPoisoned = false
     }
 
-    var logSize: Int { log.end }
+    /// Whether the log should be emptied before the next group: it failed, or it is past its
+    /// limit and no transaction spans the boundary.
+    var wantsEmptying: Bool { isPoisoned || (!inTransaction && log.end >= logLimit) }
 }

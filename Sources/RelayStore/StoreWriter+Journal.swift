@@ -3,16 +3,17 @@ import RelayLocks
 /// The writer's transactions on SQLite with the message log in front (`StatementJournal`).
 extension StoreWriter {
     /// Runs one group inside the open transaction (a savepoint of its own), appends what it ran to
-    /// the log and syncs that; commits the transaction (without a sync) when a reader asks, the
-    /// group is a batch's piece, or it holds enough — else the idle writer does, moments later.
+    /// the log and syncs that; commits the transaction (with one sync of SQLite's own log for many
+    /// groups) when a reader asks, the group is a batch's piece, or it holds enough — else the
+    /// idle writer does, moments later.
     /// Returns what completes the group's writes and whether they are durable.
     ///
     /// The order keeps a failure clean: the record is written before the commit, so a log that
-    /// cannot take it (a full disk) fails the group while it can still be rolled back alone; a
-    /// commit that fails takes the record back; only the sync comes after both. A commit that
-    /// fails with acknowledged groups in it leaves them in the log, run again before anything else
-    /// (`StatementJournal.restore`); reads answer 503 meanwhile rather than show less than was
-    /// acknowledged.
+    /// cannot take it (a full disk) fails the group before anything of it is answered or
+    /// committed; a commit that fails takes the record back; only the sync comes after both.
+    /// Either failure rolls the transaction back with the acknowledged groups before it, which
+    /// stay in the log and run again before anything else (`StatementJournal.restore`); reads
+    /// answer 503 meanwhile rather than show less than was acknowledged.
     func commitJournaled(
         _ batch: [Operation], _ journal: StatementJournal
     ) -> (@Sendable () -> Void, committed: Bool) {
@@ -23,22 +24,21 @@ extension StoreWriter {
         }
         do throws(DatabaseError) {
             try journal.restore()
-            if journal.isPoisoned || (!journal.inTransaction && journal.logSize >= StatementJournal.maxLogBytes) {
-                try journal.makeDurableAndEmpty()
-            }
+            if journal.wantsEmptying { try journal.makeDurableAndEmpty() }
             try journal.begin()
-            try connection.run("SAVEPOINT grp", [])
         } catch {
             if journal.inTransaction { journal.abandonTransaction() }
-            noteRestoring(journal)
+            publish(journal, committed: false)
             return failing(error)
         }
-        let write = SQLWrite(connection, optimistic: false, recording: true)
+        // A batch's piece (thousands of rows) is not logged: its commit, right after it, makes it
+        // durable, for less than its statements would cost the log in bytes and checksums.
+        let bulk = batch.contains { $0.bulk }
+        let write = SQLWrite(connection, optimistic: false, recording: !bulk)
         var succeeded: [Completion] = []
         var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
         var effect = WriteEffect.maintenance
         var rows = 0
-        var bulk = false
         succeeded.reserveCapacity(batch.count)
         for operation in batch {
             do throws(DatabaseError) {
@@ -48,11 +48,10 @@ extension StoreWriter {
                 succeeded.append(ran.completion)
                 effect = max(effect, ran.effect)
                 rows += operation.rows
-                bulk = bulk || operation.bulk
             } catch {
                 if journal.lostTransaction {
                     journal.abandonTransaction()
-                    noteRestoring(journal)
+                    publish(journal, committed: false)
                     return failing(error)
                 }
                 write.rollbackToSavepoint()
@@ -62,27 +61,24 @@ extension StoreWriter {
         let statements = write.recorded ?? []
         var start: Int?
         var failure: DatabaseError?
-        do throws(DatabaseError) {
-            if !statements.isEmpty {
-                do throws(JournalError) {
-                    start = try journal.write(statements, rows: rows)
-                } catch {
-                    failure = .journal(error)
-                    try connection.execute("ROLLBACK TO grp")
-                }
+        if bulk {
+            journal.markUnlogged()
+        } else if !statements.isEmpty {
+            do throws(JournalError) {
+                start = try journal.write(statements, rows: rows)
+            } catch {
+                // The group is in the transaction with the acknowledged groups before it, and no
+                // savepoint around it (one spanning a group made SQLite's sub-journal walk grow
+                // with the group's rows): all go; those are run again from the log (`restore`).
+                journal.abandonTransaction()
+                publish(journal, committed: false)
+                return failing(.journal(error))
             }
-            try connection.run("RELEASE grp", [])
-        } catch {
-            journal.abandonTransaction()
-            if let start { journal.cut(to: start) }
-            noteRestoring(journal)
-            return failing(failure ?? error)
         }
-        // Committed before it is answered: a failed group (what came before it), a batch's piece
-        // (large already; its items count as stored, readable, when `acceptBatch` reports them),
-        // and whatever a reader waits for.
+        // Committed before it is answered: a batch's piece (not logged; its items count as
+        // stored, readable, when `acceptBatch` reports them), and whatever a reader waits for.
         let now =
-            failure != nil || bulk
+            bulk
             || state.withLock { state in
                 let wanted = state.commitWanted || state.stopping
                 if wanted { state.commitWanted = false }
@@ -94,8 +90,8 @@ extension StoreWriter {
                 try journal.commit()
                 committed = true
             } catch {
-                if let start, failure == nil { journal.cut(to: start) }
-                failure = failure ?? error
+                if let start { journal.cut(to: start) }
+                failure = error
             }
         }
         if failure == nil, start != nil {
@@ -108,14 +104,7 @@ extension StoreWriter {
                 }
             }
         }
-        let acknowledgedUncommitted = journal.inTransaction && journal.hasPending
-        let restoring = journal.needsRestore
-        state.withLock { state in
-            if committed { state.commits &+= 1 }
-            state.acknowledgedUncommitted = acknowledgedUncommitted
-            state.restoring = restoring
-        }
-        if committed || restoring { state.broadcast() }
+        publish(journal, committed: committed)
         if let failure { return failing(failure) }
         onBatch(CommittedBatch(writes: batch.count, effect: effect))
         return (
@@ -126,11 +115,20 @@ extension StoreWriter {
         )
     }
 
-    /// Tells readers whether acknowledged writes wait to be run again (they do not wait for them).
-    private func noteRestoring(_ journal: StatementJournal) {
+    /// Tells readers (`awaitCommitted`) where the journal stands: a commit, acknowledged writes
+    /// not committed, or waiting to be run again.
+    private func publish(_ journal: StatementJournal, committed: Bool) {
+        let acknowledgedUncommitted = journal.inTransaction && journal.hasPending
         let restoring = journal.needsRestore
-        state.withLock { $0.restoring = restoring }
-        if restoring { state.broadcast() }
+        state.withLock { state in
+            if committed {
+                state.commits &+= 1
+                state.commitWanted = false
+            }
+            state.acknowledgedUncommitted = acknowledgedUncommitted
+            state.restoring = restoring
+        }
+        if committed || restoring { state.broadcast() }
     }
 
     /// Commits what the writer left uncommitted (it fell idle, or a reader asked), after making a
@@ -145,15 +143,7 @@ extension StoreWriter {
         } catch {
             // (`restore` tries again at the next step.)
         }
-        let acknowledgedUncommitted = journal.inTransaction && journal.hasPending
-        let restoring = journal.needsRestore
-        state.withLock { state in
-            if committed { state.commits &+= 1 }
-            state.commitWanted = false
-            state.acknowledgedUncommitted = acknowledgedUncommitted
-            state.restoring = restoring
-        }
-        state.broadcast()
+        publish(journal, committed: committed)
     }
 
     /// At stop: the database made durable and the log emptied, so that the next start has

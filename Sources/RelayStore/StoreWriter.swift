@@ -4,16 +4,18 @@ import RelayLocks
 
 /// The single writer of the database, with group commit.
 ///
-/// Requests from every HTTP thread queue their writes here; one thread takes all queued writes,
-/// runs each inside its own savepoint of one transaction, commits once (`synchronous=FULL`,
-/// so one fsync), and only then completes them. Many concurrent requests therefore share one
-/// fsync, which is where durable throughput comes from. A write that fails rolls back its own
-/// savepoint only; a failed COMMIT fails the whole batch, and nothing of it was stored.
+/// Requests from every HTTP thread queue their writes here; one thread takes all queued writes
+/// (a group), runs each inside its own savepoint, makes the group durable with one fsync, and only
+/// then completes them. Many concurrent requests therefore share one fsync, which is where
+/// durable throughput comes from. On PostgreSQL a group is a transaction, committed once; on
+/// SQLite it is appended to the message log and synced there, the database committing many
+/// groups later (`StatementJournal`, `commitJournaled`). A write that fails rolls back its own
+/// savepoint only; a group that cannot be made durable fails whole, and nothing of it counts.
 ///
 /// A caller that finds the writer idle may commit its own write on its thread (`leadIfIdle`):
 /// at low load a request then never changes threads; under load nothing changes.
 ///
-/// One transaction holds at most `maxRows` inbox rows (a write says how many it makes), so that
+/// One group holds at most `maxRows` inbox rows (a write says how many it makes), so that
 /// its savepoints, its sub-journal and the wait of whoever queued behind it stay bounded however
 /// large a request is. The messages of a batch are queued as bulk writes, one per message, in a
 /// lane of their own: each transaction takes the ordinary writes first and then bulk writes up to

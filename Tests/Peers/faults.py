@@ -27,6 +27,34 @@ def call(base, method, path, body=None, timeout=30):
     return peer_call(base, method, path, body, KEY, timeout)
 
 
+def start_producers(relay, workers, prefix, recipients_for, acknowledged, lock, stop, pause):
+    """Threads posting messages `{prefix}{worker}-{n}` to `recipients_for(worker, n)` until `stop`,
+    each id retried until it is acknowledged (then recorded in `acknowledged`)."""
+    def producer(worker):
+        n = 0
+        while not stop.is_set():
+            msg_id = f"{prefix}{worker}-{n}"
+            recipients = recipients_for(worker, n)
+            while not stop.is_set():  # retry the same id until it is acknowledged
+                try:
+                    status, _ = call(relay.base, "POST", "/v1/messages",
+                                     {"id": msg_id, "recipients": recipients, "payload": {"n": n}}, timeout=2)
+                except Exception:
+                    time.sleep(pause)
+                    continue
+                if status in (200, 202):
+                    with lock:
+                        acknowledged[msg_id] = recipients
+                    break
+                time.sleep(pause)
+            n += 1
+
+    threads = [threading.Thread(target=producer, args=(w,)) for w in range(workers)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
 def stored_inboxes(relay, users, acknowledged):
     """Every acknowledged message is in its recipients' inboxes, once, with gapless seqs; each
     user's stored ids."""
@@ -55,28 +83,9 @@ def crash_between_log_and_database(binary):
     lock = threading.Lock()
     stop = threading.Event()
 
-    def producer(worker):
-        n = 0
-        while not stop.is_set():
-            msg_id = f"p{worker}-{n}"
-            recipients = [users[(worker * 11 + n) % 50]]
-            while not stop.is_set():
-                try:
-                    status, _ = call(relay.base, "POST", "/v1/messages",
-                                     {"id": msg_id, "recipients": recipients, "payload": {"n": n}}, timeout=2)
-                except Exception:
-                    time.sleep(0.02)
-                    continue
-                if status in (200, 202):
-                    with lock:
-                        acknowledged[msg_id] = recipients
-                    break
-                time.sleep(0.02)
-            n += 1
+    threads = start_producers(relay, 32, "p", lambda w, n: [users[(w * 11 + n) % 50]], acknowledged, lock, stop,
+                              pause=0.02)
 
-    threads = [threading.Thread(target=producer, args=(w,)) for w in range(32)]
-    for thread in threads:
-        thread.start()
     def replays():
         with open(relay.log) as log:
             return log.read().count("acknowledged writes ran again from the message log")
@@ -134,28 +143,8 @@ def crash_storm(binary):
     acknowledged = {}  # id -> recipients
     stop = threading.Event()
 
-    def producer(worker):
-        n = 0
-        while not stop.is_set():
-            msg_id = f"w{worker}-{n}"
-            recipients = [users[(worker * 7 + n) % 20], users[(worker * 3 + n * 5) % 20]]
-            while not stop.is_set():  # retry the same id until it is acknowledged
-                try:
-                    status, _ = call(relay.base, "POST", "/v1/messages",
-                                     {"id": msg_id, "recipients": recipients, "payload": {"n": n}}, timeout=2)
-                except Exception:
-                    time.sleep(0.05)
-                    continue
-                if status in (200, 202):
-                    with lock:
-                        acknowledged[msg_id] = recipients
-                    break
-                time.sleep(0.05)
-            n += 1
-
-    threads = [threading.Thread(target=producer, args=(w,)) for w in range(4)]
-    for thread in threads:
-        thread.start()
+    threads = start_producers(relay, 4, "w", lambda w, n: [users[(w * 7 + n) % 20], users[(w * 3 + n * 5) % 20]],
+                              acknowledged, lock, stop, pause=0.05)
     restarts = []
     for _ in range(8):
         time.sleep(1)
