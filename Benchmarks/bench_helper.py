@@ -616,7 +616,7 @@ def cmd_summary(args):
               f"({meta.get('date', '?')[:10]}, commit {meta.get('commit', '?')}; {meta.get('cpus')} cores, loopback; "
               f"each figure beside its peer in the same run, one per run):",
               "",
-              f"- **Ingest:** a durable `POST /v1/messages` (committed with fsync before the 202) at "
+              f"- **Ingest:** a durable `POST /v1/messages` (on disk, fsynced, before the 202) at "
               f"{each(ingest_rps, fmt_rps)} req/s: **{each([ratio(a, b) for a, b in zip(ingest_rps, xadd_rps)], lambda v: f'{v:.2f}')}×** "
               f"Redis `XADD` with `appendfsync always` ({each(xadd_rps, fmt_rps)}); batches store "
               f"{each(batch, fmt_rps)} recipient-messages/s.",
