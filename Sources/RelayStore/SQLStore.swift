@@ -11,6 +11,8 @@ package final class SQLStore: RelayStore {
     /// it is (begin; lock and read ahead; commit and publish), so one writer with large batches
     /// beat four with small ones: 24k against 11k messages/s on the same box (`BENCHMARKS.md`).
     let writer: StoreWriter
+    /// Copies SQLite's write-ahead log into the database beside the writer; nil on PostgreSQL.
+    let checkpointer: WALCheckpointer?
     let readers: ReaderPool
     /// The epoch a user's inbox gets when it is created (`InboxEpochs`, keyed by this database).
     let epochFor: @Sendable (String) -> String
@@ -74,9 +76,9 @@ package final class SQLStore: RelayStore {
     }
 
     /// Opens (creating and migrating) the SQLite database at `path`; its message log is emptied
-    /// whenever it passes `logLimit` bytes.
+    /// whenever it passes `logLimit` bytes, its write-ahead log copied as `checkpoints` says.
     package convenience init(
-        path: String, logLimit: Int = messageLogLimit,
+        path: String, logLimit: Int = messageLogLimit, checkpoints: CheckpointSchedule = .standard,
         onBatch: @escaping @Sendable (CommittedBatch) -> Void = { _ in },
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void = { _, _ in }
     ) throws(StoreError) {
@@ -89,7 +91,10 @@ package final class SQLStore: RelayStore {
             // is acknowledged is durable in the message log before (`StatementJournal`); the
             // database commits many groups at once, so its syncs are rare.
             try connection.execute("PRAGMA synchronous = FULL")
+            // Until `WALCheckpointer` takes over (replay and migrations run before it).
             try connection.execute("PRAGMA wal_autocheckpoint = 4000")
+            // A log that grew under load (`CheckpointSchedule`) is cut back when it starts over.
+            try connection.execute("PRAGMA journal_size_limit = \(checkpoints.limit * 4096)")
             // Savepoint sub-journals in memory, not in temp files (3 pwrites per request otherwise).
             try connection.execute("PRAGMA temp_store = MEMORY")
             // A transaction spans many groups (`StatementJournal.maxUncommittedRows`): room for
@@ -109,9 +114,20 @@ package final class SQLStore: RelayStore {
         } catch {
             throw .unavailable(error)
         }
+        let writer = StoreWriter(connection: connection, journal: journal, onBatch: onBatch)
+        let checkpointer: WALCheckpointer
+        do {
+            checkpointer = try WALCheckpointer(
+                path: path, schedule: checkpoints, requestCommit: { [weak writer] in writer?.requestCommit() }
+            ) { onFailure("checkpoint", .unavailable($0)) }
+        } catch {
+            throw .unavailable(error)
+        }
+        connection.onCommit { checkpointer.committed(logPages: $0) }
         let epochs = LockedValue(InboxEpochs(key: ""))
         self.init(
-            writer: StoreWriter(connection: connection, journal: journal, onBatch: onBatch),
+            writer: writer,
+            checkpointer: checkpointer,
             readers: ReaderPool { () throws(DatabaseError) in
                 let reader = try SQLiteConnection(path: path, readOnly: true)
                 try reader.execute("PRAGMA cache_size = -1024")  // 1 MiB per reader
@@ -129,17 +145,19 @@ package final class SQLStore: RelayStore {
     }
 
     private init(
-        writer: StoreWriter, readers: ReaderPool, cluster: PostgresCluster?,
+        writer: StoreWriter, checkpointer: WALCheckpointer? = nil, readers: ReaderPool, cluster: PostgresCluster?,
         epochFor: @escaping @Sendable (String) -> String,
         onFailure: @escaping @Sendable (_ write: String, _ error: StoreError) -> Void, replayedFromLog: Int = 0
     ) {
         self.replayedFromLog = replayedFromLog
         self.writer = writer
+        self.checkpointer = checkpointer
         self.readers = readers
         self.cluster = cluster
         self.epochFor = epochFor
         self.onFailure = onFailure
         writer.start()
+        checkpointer?.start()
         cluster?.start()
     }
 
@@ -207,6 +225,7 @@ package final class SQLStore: RelayStore {
     package func close() {
         cluster?.stop()
         writer.stop()
+        checkpointer?.stop()
         readers.closeAll()
     }
 

@@ -10,6 +10,8 @@ package final class SQLiteConnection: SQLConnection {
     /// The last statements `statement(_:)` handed out (a ring), looked at before `statements`.
     private var recent: [(sql: String, statement: SQLiteStatement)?] = Array(repeating: nil, count: 8)
     private var nextRecent = 0
+    /// What `onCommit` registered: SQLite holds only a pointer to it.
+    private var commitHook: CommitHook?
 
     /// Configures the library once, before the first connection initializes it.
     private static let configured: Void = { _ = pr_sqlite3_disable_memstatus() }()
@@ -67,7 +69,44 @@ package final class SQLiteConnection: SQLConnection {
         close(fd)
     }
 
+    /// Calls `body` after each commit of this connection with the pages the write-ahead log then
+    /// holds; when it returns true, copies the log into the database there and then (a passive
+    /// checkpoint). It replaces SQLite's automatic checkpoint (`WALCheckpointer`).
+    func onCommit(_ body: @escaping @Sendable (_ logPages: Int) -> Bool) {
+        let hook = CommitHook(body)
+        commitHook = hook
+        sqlite3_wal_hook(
+            handle,
+            { context, db, _, pages in
+                guard let context, Unmanaged<CommitHook>.fromOpaque(context).takeUnretainedValue().body(Int(pages))
+                else { return SQLITE_OK }
+                // (Its failure does not fail the commit: the log keeps the pages.)
+                _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(hook).toOpaque())
+    }
+
+    private final class CommitHook {
+        let body: @Sendable (Int) -> Bool
+        init(_ body: @escaping @Sendable (Int) -> Bool) { self.body = body }
+    }
+
+    /// Copies the write-ahead log's pages into the database file as far as no reader still
+    /// needs older ones, without waiting for (or blocking) the writer or any reader (a passive
+    /// checkpoint); returns the frames the log held and how many of them are copied. The log
+    /// starts over when the writer opens a transaction with all of it copied.
+    func checkpoint() throws(DatabaseError) -> (logPages: Int, copied: Int) {
+        var logPages: Int32 = 0
+        var copied: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logPages, &copied)
+        guard rc == SQLITE_OK else {
+            throw .sqlite(SQLiteError(code: rc, message: lastErrorMessage, sql: "checkpoint"))
+        }
+        return (Int(logPages), Int(copied))
+    }
+
     deinit {
+        sqlite3_wal_hook(handle, nil, nil)
         recent.removeAll()
         statements.removeAll()
         sqlite3_close_v2(handle)

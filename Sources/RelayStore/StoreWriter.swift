@@ -205,6 +205,16 @@ package final class StoreWriter: @unchecked Sendable {
         }
     }
 
+    /// Asks for acknowledged writes to be committed at the end of the current group, as a read
+    /// does (`WALCheckpointer`: a small commit lets the write-ahead log start over).
+    func requestCommit() {
+        let asked = state.withLock { state in
+            if state.acknowledgedUncommitted { state.commitWanted = true }
+            return state.commitWanted
+        }
+        if asked { state.broadcast() }
+    }
+
     /// The longest a read waits for the database to take what was acknowledged before it.
     static let readWaitMilliseconds: Int64 = 2000
 

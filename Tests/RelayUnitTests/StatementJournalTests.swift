@@ -167,3 +167,50 @@ extension StatementJournalTests {
         #expect(largest < limit + 10 * 512, "the log reached \(largest) bytes")
     }
 }
+
+extension StatementJournalTests {
+    /// Under writes that never pause (posters and a reader making the writer commit often), the
+    /// write-ahead log is copied into the database beside the writer and still starts over:
+    /// it stays near its limit instead of holding everything written.
+    @Test func theWriteAheadLogStartsOverUnderSteadyWrites() async throws {
+        let schedule = CheckpointSchedule(threshold: 32, limit: 128)
+        let store = try SQLStore(path: path, checkpoints: schedule)
+        let sizes = LockedValue((largest: 0, written: 0))
+        let done = LockedValue(false)
+        func walSize() -> Int { (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0 }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for poster in 0..<8 {
+                group.addTask {
+                    for n in 0..<400 {
+                        let body = #"{"id":"w\#(poster)-\#(n)","recipients":["u\#(n % 50)"],"payload":{"n":\#(n)}}"#
+                        let new = NewMessage(
+                            message: try IncomingMessage(
+                                json: try JSONParser.parse(Array(body.utf8)), maxPayloadBytes: 1024,
+                                defaultTTLSeconds: 60),
+                            fingerprint: [UInt8(n % 256)], now: Timestamp(milliseconds: 1_000))
+                        _ = try await withCheckedThrowingContinuation { continuation in
+                            store.accept(new) { continuation.resume(with: $0) }
+                        }
+                    }
+                }
+            }
+            group.addTask {
+                while !done.withLock({ $0 }) {
+                    _ = try store.inboxHead(userId: "u1")
+                    let size = walSize()
+                    sizes.withLock { $0.largest = max($0.largest, size) }
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+            }
+            for _ in 0..<8 { try await group.next() }
+            done.withLock { $0 = true }
+            try await group.waitForAll()
+        }
+        let heads = try (0..<50).map { try store.inboxHead(userId: "u\($0)") }
+        store.close()
+        #expect(heads.reduce(0) { $0 + $1.headSeq } == 3200)
+        // A commit's frames may come on top of the limit before the log starts over.
+        let largest = sizes.withLock { $0.largest }
+        #expect(largest > 0 && largest < 3 * schedule.limit * 4120, "the log reached \(largest) bytes")
+    }
+}
