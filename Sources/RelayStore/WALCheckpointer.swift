@@ -41,6 +41,8 @@ final class WALCheckpointer: @unchecked Sendable {
     /// when the writer should copy the rest itself now. Never waits.
     func committed(logPages: Int) -> Bool {
         let action = state.withLock { state in
+            // (No thread: the writer copies, as SQLite's own checkpoint would.)
+            if state.stopped { return logPages >= state.schedule.threshold ? CheckpointSchedule.Action.inline : .none }
             let action = state.schedule.committed(logPages: logPages)
             if action == .background { state.due = true }
             return action
@@ -51,7 +53,6 @@ final class WALCheckpointer: @unchecked Sendable {
 
     func start() {
         guard ServiceThread.start("relay-checkpoint", { [self] in run() }) == nil else { return }
-        // No thread: the writer's commits copy the log whenever it reaches twice the limit.
         state.withLock { $0.stopped = true }
     }
 
