@@ -4,12 +4,13 @@
 ///
 /// A checkpoint on a thread of its own keeps the writer from waiting for page writes and the
 /// database file's sync. But the log starts over from its beginning only when the writer opens
-/// a transaction while every frame is copied, and under a steady stream of writes it opens the
-/// next one at once after each commit, before any pass could catch up. So passes run in the
-/// background whenever `threshold` new pages wait, and the log grows meanwhile (a writer that
-/// pauses lets it start over). Past `limit`, a pass that copied all it found asks the writer to
-/// commit early; that commit holds only what came during the pass, and the writer copies it
-/// itself before its next transaction, which starts the log over.
+/// a transaction while every frame is copied (and no reader still reads older ones), and under a
+/// steady stream of writes it opens the next one at once after each commit, before any pass
+/// could catch up. So passes run in the background whenever `threshold` new pages wait, and the
+/// log grows meanwhile (a writer that pauses lets it start over). Past `limit`, a pass that
+/// copied all it found — and found little new at its end, else another pass runs — asks the
+/// writer to commit early; that commit holds only what came during the pass, and the writer
+/// copies the rest itself before its next transaction, which starts the log over.
 package struct CheckpointSchedule: Sendable {
     /// New pages in the log from which a background pass is due.
     package let threshold: Int
@@ -19,8 +20,12 @@ package struct CheckpointSchedule: Sendable {
     package private(set) var running = false
     /// How many of the log's frames are known to be copied (0 once the log started over).
     package private(set) var copied = 0
+    /// The log's size at the writer's last commit.
+    package private(set) var logged = 0
     /// A pass past `limit` copied everything: the next commit is copied by the writer.
     package private(set) var restartReady = false
+    /// The last pass failed: at twice the limit the writer copies instead.
+    package private(set) var failing = false
 
     package enum Action: Equatable, Sendable {
         case none
@@ -28,6 +33,15 @@ package struct CheckpointSchedule: Sendable {
         case background
         /// Copy the rest on the writer's connection, now.
         case inline
+    }
+
+    /// What follows a pass.
+    package enum FollowUp: Equatable, Sendable {
+        case none
+        /// Ask the writer to commit now (`restartReady`).
+        case commitEarly
+        /// Run another pass at once: too much came while this one ran for the writer to copy.
+        case passAgain
     }
 
     /// A pass per 8,192 new pages, 32 MiB (SQLite's own default is 1,000: more lets a page that
@@ -40,15 +54,20 @@ package struct CheckpointSchedule: Sendable {
         self.limit = limit
     }
 
+    /// The most the writer copies itself after a pass past the limit: what a pass found at its
+    /// end beyond this runs another pass first.
+    var inlineAtMost: Int { max(threshold / 8, 1) }
+
     /// The writer committed; the log now holds `logPages` frames.
     package mutating func committed(logPages: Int) -> Action {
-        if logPages < copied {  // it started over
+        if logPages < logged {  // it started over
             copied = 0
             restartReady = false
         }
+        logged = logPages
         guard !running else { return .none }
-        // (Twice the limit: passes cannot keep up, or fail; the writer copies all there is.)
-        if logPages >= limit && restartReady || logPages >= 2 * limit {
+        // (Passes keep failing: the writer copies all there is, as SQLite's own checkpoint would.)
+        if logPages >= limit && restartReady || logPages >= 2 * limit && failing {
             copied = logPages
             restartReady = false
             return .inline
@@ -59,12 +78,26 @@ package struct CheckpointSchedule: Sendable {
     }
 
     /// A background pass ended, having found `logPages` frames and copied the first
-    /// `copiedThrough` (nil: it failed). True: ask the writer to commit now.
-    package mutating func finished(logPages: Int, copiedThrough: Int?) -> Bool {
-        running = false
-        guard let copiedThrough else { return false }
+    /// `copiedThrough` (nil: it failed).
+    package mutating func finished(logPages: Int, copiedThrough: Int?) -> FollowUp {
+        guard let copiedThrough else {
+            running = false
+            failing = true
+            return .none
+        }
+        failing = false
+        guard logged >= logPages else {  // the log started over meanwhile: its numbers are the old log's
+            running = false
+            return .none
+        }
         copied = max(copied, copiedThrough)
-        restartReady = logPages >= limit && copiedThrough >= logPages
-        return restartReady
+        guard logPages >= limit, copiedThrough >= logPages else {
+            running = false
+            return .none
+        }
+        if logged - copiedThrough > inlineAtMost { return .passAgain }  // (still running)
+        running = false
+        restartReady = true
+        return .commitEarly
     }
 }

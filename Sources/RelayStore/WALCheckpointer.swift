@@ -32,6 +32,8 @@ final class WALCheckpointer: @unchecked Sendable {
         // (A connection that has not read the database yet does not know it is in WAL mode,
         // and its checkpoints would do nothing.)
         try connection.execute("PRAGMA journal_mode = WAL")
+        // The database file is synced before the log may start over on top of what was copied.
+        try connection.execute("PRAGMA synchronous = FULL")
         self.onFailure = onFailure
         state = LockedValue(State(schedule: schedule))
         self.requestCommit = requestCommit
@@ -80,8 +82,10 @@ final class WALCheckpointer: @unchecked Sendable {
                 if !failing { onFailure(error) }
                 failing = true
             }
-            if state.withLock({ $0.schedule.finished(logPages: pass.logPages, copiedThrough: pass.copied) }) {
-                requestCommit()
+            switch state.withLock({ $0.schedule.finished(logPages: pass.logPages, copiedThrough: pass.copied) }) {
+            case .none: break
+            case .commitEarly: requestCommit()
+            case .passAgain: state.withLock { $0.due = true }
             }
         }
         state.withLock { $0.stopped = true }
