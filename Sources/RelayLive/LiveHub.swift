@@ -198,7 +198,8 @@ package final class LiveHub: Sendable {
     // MARK: Fan-out
 
     /// Sends a committed message to every open session of its recipient. Called in commit order
-    /// (the store's completion queue), so each session sees a user's seqs in order.
+    /// (by the thread that saw the commit become durable), so each session sees a user's seqs in
+    /// order.
     func publish(userId: String, seq: Int64, frame: () -> [UInt8]) {
         let sessions = sessions(of: userId)
         guard !sessions.isEmpty else { return }

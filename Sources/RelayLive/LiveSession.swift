@@ -15,10 +15,10 @@ import WebSocketCodec
 /// cursor drops the ones seen twice, and a gap (never expected) is filled from the store before
 /// the next message goes out. Every message frame is handed to the socket under the cursor's
 /// lock, together with the cursor's move, so frames leave in seq order whichever thread sends
-/// them. A live message that is simply the next one is handed to the socket's loop at once by the
-/// thread that completes the commit (the writer's completions queue, or the HTTP thread that led
-/// the commit): one hop to the loop's thread, which writes it; store reads (catch-up, gaps) run on
-/// the session's serial queue.
+/// them. A live message that is simply the next one is written to the socket at once by the
+/// thread that saw its commit become durable (the writer's, or the HTTP thread that led the
+/// commit), with no hop to another thread; store reads (catch-up, gaps) run on the session's
+/// serial queue.
 package final class LiveSession: Sendable {
     let handle: WebSocketHandle
     let userId: String

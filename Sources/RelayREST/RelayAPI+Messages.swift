@@ -33,7 +33,8 @@ extension RelayAPI {
     }
 
     /// Stores a message (next group commit) with a snapshot of its recipients' online devices,
-    /// fans it out live once committed, then hands the outcome to `done`.
+    /// fans it out live by the thread that saw its commit become durable, then hands the outcome
+    /// to `done`.
     func submit(
         _ message: IncomingMessage, fingerprint: [UInt8], targets: PushTargets? = nil, _ reply: Reply,
         done: @escaping @Sendable (AcceptOutcome) throws -> Void
@@ -45,13 +46,12 @@ extension RelayAPI {
             NewMessage(
                 message: message, fingerprint: fingerprint, now: createdAt, delivery: delivery,
                 online: onlineSnapshot(message.recipients), targets: targets),
-            completion: onStore(reply) { (outcome: AcceptOutcome) in
-                if case .accepted(let recipients) = outcome {
-                    metrics.recordAccepted(recipients: recipients.count)
-                    live.publish(message, recipients: recipients, createdAt: createdAt)
-                }
-                try done(outcome)
-            })
+            durable: { outcome in
+                guard case .accepted(let recipients) = outcome else { return }
+                metrics.recordAccepted(recipients: recipients.count)
+                live.publish(message, recipients: recipients, createdAt: createdAt)
+            },
+            completion: onStore(reply, done))
     }
 
     static func acceptedBody(id: String, _ recipients: [RecipientSeq]) -> [UInt8] {

@@ -1,6 +1,7 @@
 package import RelayCore
 import RelayLive
 package import RelayStore
+import RelayWebSocket
 
 /// What the live side knows, read directly: for the in-process tests, which check it without
 /// going through the API that reports it.
@@ -15,4 +16,7 @@ extension RelayApp {
     package func lastOnline(_ userId: String) throws(StoreError) -> [String: Timestamp] {
         try gateway.hub.lastOnline(userId)
     }
+
+    /// How often the socket loop's thread has woken so far.
+    package var socketLoopTurns: UInt64 { gateway.loop.turns }
 }

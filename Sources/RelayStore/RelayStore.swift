@@ -7,11 +7,16 @@ package import RelayCore
 /// Writes complete through a callback once durable (they may be grouped with others into one
 /// transaction); reads are synchronous and see every committed write.
 package protocol RelayStore: PushOutbox {
-    func accept(_ message: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
+    /// One message. `durable` hears its outcome on the thread that saw it become durable, at once
+    /// and in commit order, before `completion` (live delivery: no hand-off on the way to the
+    /// sockets); it must not wait for anything.
+    func accept(
+        _ message: NewMessage, durable: @escaping @Sendable (AcceptOutcome) -> Void,
+        completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
     /// Several messages, in transactions of bounded size with other writes in between: every
     /// item's outcome, in order (a replay or conflict for an item does not stop the others), once
     /// all are stored; a failure if any item was not (the others may be: ids make a retry safe).
-    /// `committed` hears of each item as its transaction commits, in commit order (live delivery).
+    /// `committed` hears of each item as `accept`'s `durable` does.
     func acceptBatch(
         _ messages: [NewMessage], committed: @escaping @Sendable (_ index: Int, AcceptOutcome) -> Void,
         completion: @escaping @Sendable (Result<[AcceptOutcome], StoreError>) -> Void)

@@ -4,13 +4,15 @@ import RelayLocks
 /// Messages: accepting them (one or a batch; each recipient's seq, inbox entry and push jobs in
 /// the same transaction) and reading one back with its recipients' delivery states.
 extension SQLStore {
-    package func accept(_ new: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void)
-    {
+    package func accept(
+        _ new: NewMessage, durable: @escaping @Sendable (AcceptOutcome) -> Void,
+        completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void
+    ) {
         let epochFor = self.epochFor
         writer.submit(
             effect: \.effect, leadIfIdle: true, rows: new.message.recipients.count, locking: new.message.recipients,
             { db throws(DatabaseError) in try Self.accept(new, db, epochFor: epochFor) },
-            completion: { completion($0.map(\.outcome)) })
+            durable: { durable($0.outcome) }, completion: { completion($0.map(\.outcome)) })
     }
 
     package func acceptBatch(
@@ -30,8 +32,8 @@ extension SQLStore {
             writer.submit(
                 effect: \.effect, rows: new.message.recipients.count, bulk: true, locking: new.message.recipients,
                 { db throws(DatabaseError) in try Self.accept(new, db, epochFor: epochFor) },
+                durable: { committed(index, $0.outcome) },
                 completion: { result in
-                    if case .success(let accepted) = result { committed(index, accepted.outcome) }
                     let done = tally.withLock { $0.record(index, result.map(\.outcome)) }
                     if let done { completion(done) }
                 })

@@ -35,7 +35,7 @@ extension StoreWriter {
         // durable, for less than its statements would cost the log in bytes and checksums.
         let bulk = batch.contains { $0.bulk }
         let write = SQLWrite(connection, optimistic: false, recording: !bulk)
-        var succeeded: [Completion] = []
+        var succeeded: [Ran] = []
         var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
         var effect = WriteEffect.maintenance
         var rows = 0
@@ -45,7 +45,7 @@ extension StoreWriter {
                 try write.savepoint()
                 let ran = try operation.run(write)
                 try write.releaseSavepoint()
-                succeeded.append(ran.completion)
+                succeeded.append(ran)
                 effect = max(effect, ran.effect)
                 rows += operation.rows
             } catch {
@@ -107,9 +107,10 @@ extension StoreWriter {
         publish(journal, committed: committed)
         if let failure { return failing(failure) }
         onBatch(CommittedBatch(writes: batch.count, effect: effect))
+        Self.runDurable(succeeded)
         return (
             { [succeeded, failed] in
-                for completion in succeeded { completion(.success(())) }
+                for ran in succeeded { ran.completion(.success(())) }
                 for (fail, error) in failed { fail(error) }
             }, true
         )

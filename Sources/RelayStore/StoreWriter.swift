@@ -41,10 +41,12 @@ package final class StoreWriter: @unchecked Sendable {
 
     typealias Completion = @Sendable (Result<Void, StoreError>) -> Void
 
-    /// A write that ran: what completes it, and what its commit means for the listeners.
+    /// A write that ran: what completes it, what its commit means for the listeners, and what
+    /// runs the moment it is durable (`submit`'s `durable`).
     struct Ran {
         let completion: Completion
         let effect: WriteEffect
+        let durable: (@Sendable () -> Void)?
     }
 
     /// What `submit` does with a write.
@@ -119,7 +121,9 @@ package final class StoreWriter: @unchecked Sendable {
 
     /// Queues `work`; `completion` runs on the completion queue after the commit (or the failure).
     /// `effect` tells, from the write's value, what its commit means for the listeners
-    /// (`CommittedBatch.effect`).
+    /// (`CommittedBatch.effect`). `durable` runs on the thread that saw the group's sync return,
+    /// right after it, in commit order and before any completion of the group: live delivery,
+    /// with no hand-off to another thread. Keep it short: the next group waits for it.
     ///
     /// With `leadIfIdle`, a caller that finds the writer idle and nothing queued commits its
     /// write itself, on its own thread, and runs the completion there before returning: a lone
@@ -135,12 +139,16 @@ package final class StoreWriter: @unchecked Sendable {
         effect: @escaping @Sendable (T) -> WriteEffect = { _ in .jobs }, leadIfIdle: Bool = false,
         rows: Int = 1, bulk: Bool = false,
         locking keys: [String] = [], _ work: @escaping @Sendable (SQLWrite) throws(DatabaseError) -> T,
+        durable: (@Sendable (T) -> Void)? = nil,
         completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) {
         let operation = Operation(
             run: { connection throws(DatabaseError) in
                 let value = try work(connection)
-                return Ran(completion: { outcome in completion(outcome.map { value }) }, effect: effect(value))
+                var ran: (@Sendable () -> Void)?
+                if let durable { ran = { durable(value) } }
+                return Ran(
+                    completion: { outcome in completion(outcome.map { value }) }, effect: effect(value), durable: ran)
             },
             fail: { completion(.failure($0)) }, keys: keys, rows: max(1, rows), bulk: bulk)
         let mayLead =
@@ -415,7 +423,7 @@ package final class StoreWriter: @unchecked Sendable {
             let failure = StoreError.unavailable(error)
             return .finished({ for operation in batch { operation.fail(failure) } }, committed: false)
         }
-        var succeeded: [Completion] = []
+        var succeeded: [Ran] = []
         var effect = WriteEffect.maintenance  // (a batch whose every write failed changed nothing)
         var failed: [(@Sendable (StoreError) -> Void, StoreError)] = []
         succeeded.reserveCapacity(batch.count)
@@ -427,7 +435,7 @@ package final class StoreWriter: @unchecked Sendable {
                     if guarded { try write.savepoint() }
                     let ran = try operation.run(write)
                     if guarded { try write.releaseSavepoint() }
-                    succeeded.append(ran.completion)
+                    succeeded.append(ran)
                     effect = max(effect, ran.effect)
                 } catch  where !guarded && !connection.isBroken {
                     connection.rollbackWrite()
@@ -451,6 +459,7 @@ package final class StoreWriter: @unchecked Sendable {
         do throws(DatabaseError) {
             try connection.commitWrite(effect: effect, notes: write.notes)
             onBatch(CommittedBatch(writes: batch.count, effect: effect))
+            Self.runDurable(succeeded)
             outcome = .success(())
         } catch  where error.lostRace {
             connection.rollbackWrite()
@@ -466,8 +475,13 @@ package final class StoreWriter: @unchecked Sendable {
         let committed = if case .success = outcome { true } else { false }
         return .finished(
             { [succeeded, failed] in
-                for completion in succeeded { completion(outcome) }
+                for ran in succeeded { ran.completion(outcome) }
                 for (fail, error) in failed { fail(error) }
             }, committed: committed)
+    }
+
+    /// What runs the moment a group is durable, in order, on the thread that made it so.
+    static func runDurable(_ writes: [Ran]) {
+        for ran in writes { ran.durable?() }
     }
 }

@@ -15,38 +15,46 @@ package protocol WebSocketLoopDelegate: AnyObject, Sendable {
 }
 
 /// A connection as other threads see it: an id and thread-safe commands.
+///
+/// Frames are written by the sending thread itself when the socket takes them (`Outbound`), in
+/// the order of the calls; only what it does not take, and closes, go through the loop.
 package struct WebSocketHandle: Sendable, Hashable {
     package let id: UInt64
     let loop: WebSocketLoop
+    let outbound: Outbound
 
     package static func == (lhs: WebSocketHandle, rhs: WebSocketHandle) -> Bool { lhs.id == rhs.id }
     package func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
-    /// Queues a text message (from any thread).
+    /// Sends a text message (from any thread).
     package func send(text: String) {
-        loop.enqueue(id, .frames(WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded(), nil))
+        send(frames: WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded())
     }
 
-    /// Queues bytes that are already whole server frames (several messages in one write).
-    package func send(frames: [UInt8]) { loop.enqueue(id, .frames(frames, nil)) }
+    /// Sends bytes that are already whole server frames (several messages in one write).
+    package func send(frames: [UInt8]) { loop.send(id, outbound, frames, onFlushed: nil) }
 
-    /// Queues frames and calls `onFlushed` (on the loop thread) once they, and everything queued
-    /// before them, reached the socket: flow control for senders of large batches (catch-up).
-    /// Not called if the connection closes first.
+    /// Sends frames and calls `onFlushed` once they, and everything sent before them, reached
+    /// the socket (on whichever thread wrote the last of them): flow control for senders of large
+    /// batches (catch-up). Not called if the connection closes first.
     package func send(frames: [UInt8], onFlushed: @escaping @Sendable () -> Void) {
-        loop.enqueue(id, .frames(frames, onFlushed))
+        loop.send(id, outbound, frames, onFlushed: onFlushed)
     }
 
-    /// Starts the close handshake with `code` (from any thread).
-    package func close(code: UInt16, reason: String) { loop.enqueue(id, .close(code, reason)) }
+    /// Starts the close handshake with `code` (from any thread); frames sent after it are dropped.
+    package func close(code: UInt16, reason: String) {
+        outbound.stopAccepting()
+        loop.enqueue(id, .close(code, reason))
+    }
 }
 
 /// The relay's own event loop for upgraded sockets: one thread, edge-triggered epoll, an eventfd
-/// to take commands from other threads, per-connection write queues with a bound, and the
-/// ping / dead-peer timers.
+/// to take commands from other threads, per-connection write queues with a bound (`Outbound`,
+/// which senders write through themselves), and the ping / dead-peer timers.
 ///
 /// `@unchecked Sendable`: `connections` and the epoll set are touched only by the loop thread;
-/// other threads talk to it through `inbox` (a mutex) and the eventfd.
+/// other threads talk to it through `inbox` (a mutex) and the eventfd, and write to a socket
+/// through its `Outbound`.
 package final class WebSocketLoop: @unchecked Sendable {
     package struct Configuration: Sendable {
         /// Largest message from a client (close 1009 beyond).
@@ -73,17 +81,17 @@ package final class WebSocketLoop: @unchecked Sendable {
     }
 
     enum Command {
-        case adopt(UpgradedSocket)
-        case frames([UInt8], (@Sendable () -> Void)?)
+        case adopt(UpgradedSocket, Outbound)
         case close(UInt16, String)
+        /// A sender's write failed: the connection ends.
+        case failed
     }
 
     /// Loop-thread state of one connection.
     final class Connection {
         let socket: UpgradedSocket
+        let outbound: Outbound
         var protocolState: WebSocketConnection
-        var output: [UInt8] = []
-        var outputOffset = 0
         var lastHeard: Int64
         var pingOutstanding = false
         /// Set when we sent our close frame; the socket closes when the peer answers or time runs out.
@@ -91,8 +99,6 @@ package final class WebSocketLoop: @unchecked Sendable {
         /// Close once the output is flushed (after a failure or the peer's close).
         var closeWhenFlushed = false
         var closeCode: UInt16 = CloseCode.noStatus
-        /// Called when the output next becomes empty.
-        var onFlushed: [@Sendable () -> Void] = []
         /// The client's frame budget; nil for no limit.
         var frameBudget: TokenBucket?
         /// The codec's end of the connection (its close frame, then `.closed`), held until the
@@ -100,8 +106,9 @@ package final class WebSocketLoop: @unchecked Sendable {
         /// the failure or the peer's close goes out first.
         var closing: [WebSocketConnection.Output] = []
 
-        init(socket: UpgradedSocket, configuration: Configuration, now: Int64) {
+        init(socket: UpgradedSocket, outbound: Outbound, configuration: Configuration, now: Int64) {
             self.socket = socket
+            self.outbound = outbound
             protocolState = WebSocketConnection(role: .server, maxMessageSize: configuration.maxMessageBytes)
             lastHeard = now
             if configuration.maxFramesPerSecond > 0 {
@@ -109,8 +116,6 @@ package final class WebSocketLoop: @unchecked Sendable {
                 frameBudget = TokenBucket(ratePerSecond: rate, burst: rate * 3, now: Timestamp(milliseconds: now))
             }
         }
-
-        var queuedBytes: Int { output.count - outputOffset }
     }
 
     package let configuration: Configuration
@@ -128,6 +133,7 @@ package final class WebSocketLoop: @unchecked Sendable {
     private var ending: Set<UInt64> = []
     private var thread: ServiceThread?
     private let stopped = Atomic<Bool>(false)
+    private let turnCount = Atomic<UInt64>(0)
 
     package init(configuration: Configuration) throws(Poller.Failure) {
         self.configuration = configuration
@@ -136,6 +142,10 @@ package final class WebSocketLoop: @unchecked Sendable {
 
     /// Open connections (for metrics and tests).
     package var connectionCount: Int { openCount.withLock { $0 } }
+
+    /// How often the loop's thread woke (an event, a command, its timer check): what the tests
+    /// count to see that a live message does not wake it.
+    package var turns: UInt64 { turnCount.load(ordering: .relaxed) }
 
     package func start(delegate: any WebSocketLoopDelegate) {
         self.delegate = delegate
@@ -146,8 +156,9 @@ package final class WebSocketLoop: @unchecked Sendable {
     /// before the loop registered it are kept in order).
     package func adopt(_ socket: UpgradedSocket) -> WebSocketHandle {
         let id = nextId.add(1, ordering: .relaxed).newValue
-        enqueue(id, .adopt(socket))
-        return WebSocketHandle(id: id, loop: self)
+        let outbound = Outbound()
+        enqueue(id, .adopt(socket, outbound))
+        return WebSocketHandle(id: id, loop: self, outbound: outbound)
     }
 
     /// Sends 1001 to everyone, gives the close handshakes a moment, closes every socket and
@@ -165,6 +176,17 @@ package final class WebSocketLoop: @unchecked Sendable {
     func enqueue(_ id: UInt64, _ command: Command) {
         inbox.withLock { $0.append((id, command)) }
         wake()
+    }
+
+    /// A sender's frames, written on its thread; the loop hears only of what it must act on. A
+    /// slow consumer: what is queued still goes out, then 1008 (it resumes from its last seq
+    /// when it reconnects).
+    func send(_ id: UInt64, _ outbound: Outbound, _ frames: [UInt8], onFlushed: (@Sendable () -> Void)?) {
+        switch outbound.send(frames, bound: configuration.maxQueuedBytes, onFlushed: onFlushed) {
+        case .accepted, .dropped: break
+        case .overflow: enqueue(id, .close(CloseCode.policyViolation, "slow consumer"))
+        case .failed: enqueue(id, .failed)
+        }
     }
 
     private func wake() { poller.wake() }
@@ -187,6 +209,7 @@ package final class WebSocketLoop: @unchecked Sendable {
                 if event.writable, connections[event.token] != nil { flush(event.token, connection) }
             }
             guard waited else { break }
+            turnCount.add(1, ordering: .relaxed)
             if !unread.isEmpty {
                 let pending = unread
                 unread = []
@@ -219,20 +242,10 @@ package final class WebSocketLoop: @unchecked Sendable {
         }
         for (id, command) in commands {
             switch command {
-            case .adopt(let socket):
-                register(id, socket)
-            case .frames(let bytes, let onFlushed):
-                guard let connection = connections[id], connection.closeDeadline == nil, !connection.closeWhenFlushed
-                else { continue }
-                if connection.queuedBytes > 0, connection.queuedBytes + bytes.count > configuration.maxQueuedBytes {
-                    // A slow consumer: what is queued still goes out, then 1008; it resumes from
-                    // its last seq when it reconnects.
-                    startClose(id, connection, code: CloseCode.policyViolation, reason: "slow consumer")
-                    continue
-                }
-                connection.output += bytes
-                if let onFlushed { connection.onFlushed.append(onFlushed) }
-                flush(id, connection)
+            case .adopt(let socket, let outbound):
+                register(id, socket, outbound)
+            case .failed:
+                if let connection = connections[id] { finish(id, connection, code: CloseCode.abnormal) }
             case .close(let code, let reason):
                 if id == 0 {
                     for (connectionId, connection) in connections {
@@ -245,16 +258,19 @@ package final class WebSocketLoop: @unchecked Sendable {
         }
     }
 
-    private func register(_ id: UInt64, _ socket: UpgradedSocket) {
-        let connection = Connection(socket: socket, configuration: configuration, now: Self.nowMs())
+    private func register(_ id: UInt64, _ socket: UpgradedSocket, _ outbound: Outbound) {
+        let connection = Connection(socket: socket, outbound: outbound, configuration: configuration, now: Self.nowMs())
         guard poller.add(socket.fd, token: id, interest: [.readable, .writable, .edgeTriggered]) else {
-            socket.close()
-            delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self), code: CloseCode.internalError)
+            outbound.close(socket.close)
+            delegate?.webSocketClosed(
+                WebSocketHandle(id: id, loop: self, outbound: outbound), code: CloseCode.internalError)
             return
         }
         connections[id] = connection
         openCount.withLock { $0 += 1 }
-        if !socket.extraInput.isEmpty { process(id, connection, socket.extraInput) }
+        outbound.attach(socket.fd)
+        flush(id, connection)  // what was sent before this
+        if connections[id] != nil, !socket.extraInput.isEmpty { process(id, connection, socket.extraInput) }
     }
 
     private func readAvailable(_ id: UInt64, _ connection: Connection) {
@@ -322,18 +338,20 @@ package final class WebSocketLoop: @unchecked Sendable {
             case .write(let frame):
                 // A pong (or the echo of a close): it counts against the same bound as data.
                 guard connection.closeDeadline == nil, !connection.closeWhenFlushed else { continue }
-                guard connection.queuedBytes + frame.count <= configuration.maxQueuedBytes else {
+                guard connection.outbound.queuedBytes + frame.count <= configuration.maxQueuedBytes else {
                     startClose(id, connection, code: CloseCode.policyViolation, reason: "slow consumer")
                     return
                 }
-                connection.output += frame
+                connection.outbound.append(frame)
             case .message(let message):
-                delegate?.webSocket(WebSocketHandle(id: id, loop: self), received: message)
+                delegate?.webSocket(
+                    WebSocketHandle(id: id, loop: self, outbound: connection.outbound), received: message)
             case .pong:
                 break
             case .closed(let code, _):
                 connection.closeCode = code
                 connection.closeWhenFlushed = true
+                connection.outbound.stopAccepting()
             }
         }
         flush(id, connection)
@@ -342,7 +360,8 @@ package final class WebSocketLoop: @unchecked Sendable {
     private func startClose(_ id: UInt64, _ connection: Connection, code: UInt16, reason: String) {
         // A connection the codec ended already has its close on the way.
         guard connection.closeDeadline == nil, !connection.closeWhenFlushed, connection.closing.isEmpty else { return }
-        connection.output += connection.protocolState.close(code: code, reason: reason)
+        connection.outbound.stopAccepting()
+        connection.outbound.append(connection.protocolState.close(code: code, reason: reason))
         connection.closeCode = code
         connection.closeDeadline = Self.nowMs() + configuration.closeTimeoutMs
         flush(id, connection)
@@ -350,30 +369,14 @@ package final class WebSocketLoop: @unchecked Sendable {
 
     private func flush(_ id: UInt64, _ connection: Connection) {
         poller.assertOnLoopThread()
-        while connection.queuedBytes > 0 {
-            let sent = connection.output.withUnsafeBytes { raw in
-                send(
-                    connection.socket.fd, raw.baseAddress?.advanced(by: connection.outputOffset),
-                    connection.queuedBytes, Int32(MSG_NOSIGNAL))
-            }
-            if sent > 0 {
-                connection.outputOffset += sent
-                continue
-            }
-            if sent < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
-            if sent < 0, errno == EINTR { continue }
-            finish(id, connection, code: CloseCode.abnormal)
+        switch connection.outbound.flush() {
+        case .pending:
             return
+        case .failed:
+            finish(id, connection, code: CloseCode.abnormal)
+        case .drained:
+            if connection.closeWhenFlushed { finish(id, connection, code: connection.closeCode) }
         }
-        // Give the buffer back: an idle socket should cost as little memory as possible.
-        connection.output = []
-        connection.outputOffset = 0
-        if !connection.onFlushed.isEmpty {
-            let callbacks = connection.onFlushed
-            connection.onFlushed = []
-            for callback in callbacks { callback() }
-        }
-        if connection.closeWhenFlushed { finish(id, connection, code: connection.closeCode) }
     }
 
     private func checkTimers(_ now: Int64) {
@@ -387,7 +390,7 @@ package final class WebSocketLoop: @unchecked Sendable {
                 finish(id, connection, code: CloseCode.abnormal)
             } else if silent >= configuration.pingIntervalMs, !connection.pingOutstanding {
                 connection.pingOutstanding = true
-                connection.output += connection.protocolState.ping()
+                connection.outbound.append(connection.protocolState.ping())
                 flush(id, connection)
             }
         }
@@ -398,12 +401,12 @@ package final class WebSocketLoop: @unchecked Sendable {
     private func finish(_ id: UInt64, _ connection: Connection, code: UInt16) {
         guard connections.removeValue(forKey: id) != nil else { return }
         poller.remove(connection.socket.fd)
-        connection.socket.close()
+        connection.outbound.close(connection.socket.close)
         let left = openCount.withLock { count -> Int in
             count -= 1
             return count
         }
         if left == 0 { openCount.broadcast() }  // `stop()` waits for this
-        delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self), code: code)
+        delegate?.webSocketClosed(WebSocketHandle(id: id, loop: self, outbound: connection.outbound), code: code)
     }
 }

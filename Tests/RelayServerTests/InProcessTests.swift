@@ -53,6 +53,29 @@ import Testing
         withExtendedLifetime(relay) {}
     }
 
+    /// A live message leaves from the thread that saw its commit become durable, which writes it
+    /// to the socket itself: the socket loop is not woken for it. 100 messages to a synced
+    /// socket, each read before the next is posted; the loop's thread wakes for its timer check
+    /// (once a second), not per message.
+    @Test func liveMessagesDoNotWakeTheSocketLoop() async throws {
+        let relay = try InProcessRelay()
+        let client = try await relay.connect(user: "dee")
+        #expect(try client.nextJSON()["type"] as? String == "welcome")
+        #expect(try client.nextJSON()["type"] as? String == "synced")
+        let turns = relay.app.socketLoopTurns
+        let started = Date()
+        for n in 1...100 {
+            let posted = try await relay.request(
+                "POST", "/v1/messages", json: ["id": "d\(n)", "recipients": ["dee"], "payload": ["n": n]])
+            #expect(posted.status == 202)
+            #expect(try client.nextJSON()["seq"] as? Int == n)
+        }
+        let woken = relay.app.socketLoopTurns - turns
+        let seconds = UInt64(Date().timeIntervalSince(started).rounded(.up))
+        #expect(woken <= seconds + 5, "the loop woke \(woken) times in \(seconds) s for 100 messages")
+        client.close()
+    }
+
     /// An offline device's message leaves one job in the outbox; the user's ack cancels it.
     @Test func anOfflineDevicesPushWaitsUntilTheAck() async throws {
         let relay = try InProcessRelay { config in

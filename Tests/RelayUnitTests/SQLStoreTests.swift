@@ -5,6 +5,13 @@ import RelayStore
 import RelayTesting
 import Testing
 
+extension SQLStore {
+    /// A message without live delivery (what most tests need).
+    func accept(_ new: NewMessage, completion: @escaping @Sendable (Result<AcceptOutcome, StoreError>) -> Void) {
+        accept(new, durable: { _ in }, completion: completion)
+    }
+}
+
 /// The store on SQLite, and on PostgreSQL when `PUSHRELAY_TEST_POSTGRES` names the socket
 /// directory of a test PostgreSQL (`make test-postgres`).
 @Suite struct SQLStoreTests: Sendable {
@@ -132,6 +139,56 @@ import Testing
         for thread in threads { thread.start() }
         let finished = order.withLock(when: { $0.count == 800 }, waitingAtMost: 60_000) { $0 }
         #expect(finished == Array(1...800))
+    }
+
+    /// A message's `durable` (live delivery) runs on the thread that saw its group's sync return
+    /// — the writer's, or the caller's that led its write alone —, never on the completion queue,
+    /// in commit order, and before the message's completion. Eight threads accept for one user.
+    @Test func durableRunsWhereTheSyncReturnedBeforeTheCompletion() throws {
+        let store = try open()
+        defer { store.close() }
+        let order = LockedValue<[Int64]>([])
+        let elsewhere = LockedValue<Set<String>>([])
+        let completedFirst = LockedValue(0)
+        let messages = try (0..<8).map { worker in try (0..<100).map { try message("t\(worker)-\($0)", ["u"]) } }
+        let threads = messages.map { batch in
+            Thread {
+                let poster = pthread_self()
+                for new in batch {
+                    let done = LockedValue(false)
+                    let durable = LockedValue(false)
+                    store.accept(
+                        new,
+                        durable: { outcome in
+                            let thread = Self.threadName()
+                            if thread != "relay-writer", pthread_equal(pthread_self(), poster) == 0 {
+                                elsewhere.withLock { _ = $0.insert(thread) }
+                            }
+                            if case .accepted(let recipients) = outcome {
+                                order.withLock { $0.append(recipients[0].seq) }
+                            }
+                            durable.withLock { $0 = true }
+                        },
+                        completion: { _ in
+                            if !durable.withLock({ $0 }) { completedFirst.withLock { $0 += 1 } }
+                            done.withLock { $0 = true }
+                            done.signal()
+                        })
+                    done.withLock(when: { $0 }) { _ in }
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        let deadline = Date().addingTimeInterval(60)
+        while order.withLock({ $0.count }) < 800, Date() < deadline { usleep(1000) }
+        #expect(order.withLock { $0 } == Array(1...800))
+        #expect(elsewhere.withLock { $0 }.isEmpty)
+        #expect(completedFirst.withLock { $0 } == 0)
+    }
+
+    static func threadName() -> String {
+        let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
+        return comm.trimmingCharacters(in: .newlines)
     }
 
     /// A write submitted from a completion (the Matrix gateway chains an event's messages) is
