@@ -66,7 +66,6 @@ final class WALCheckpointer: @unchecked Sendable {
     }
 
     private func run() {
-        var failing = false
         while true {
             let go = state.withLock(when: { $0.due || $0.stopping }) { state in
                 state.due = false
@@ -77,10 +76,9 @@ final class WALCheckpointer: @unchecked Sendable {
             do throws(DatabaseError) {
                 let done = try connection.checkpoint()
                 pass = (done.logPages, done.copied)
-                failing = false
             } catch {
-                if !failing { onFailure(error) }
-                failing = true
+                // Reported once per run of failures (the schedule knows whether the last failed).
+                if !state.withLock({ $0.schedule.failing }) { onFailure(error) }
             }
             switch state.withLock({ $0.schedule.finished(logPages: pass.logPages, copiedThrough: pass.copied) }) {
             case .none: break

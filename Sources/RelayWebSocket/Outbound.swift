@@ -57,7 +57,14 @@ final class Outbound: Sendable {
                 state.accepting = false
                 return .overflow
             }
-            if state.queued == 0 { state.bytes = frames } else { state.bytes += frames }
+            // Bytes already waiting met a full socket (or one not registered yet): the loop writes
+            // them, and these after them, when it drains.
+            guard state.queued == 0 else {
+                state.bytes += frames
+                if let onFlushed { state.onFlushed.append(onFlushed) }
+                return .accepted
+            }
+            state.bytes = frames
             if let onFlushed { state.onFlushed.append(onFlushed) }
             switch Self.write(&state, callbacks: &callbacks) {
             case .drained, .pending: return .accepted

@@ -76,6 +76,34 @@ import Testing
         client.close()
     }
 
+    /// What a socket does not take at once waits for the loop, which writes it when the socket
+    /// drains: a client with a 16 KiB receive buffer that reads only after 150 live messages of
+    /// 60 KB (9 MB, more than the kernel's buffers hold) were sent gets every one, whole and in
+    /// order — and the loop's thread, which wrote the rest, woke while it read.
+    @Test func framesASocketDidNotTakeFollowOnceItDrains() async throws {
+        let relay = try InProcessRelay { $0.wsMaxQueuedBytes = 64 << 20 }
+        let token = try await RelayProcess.token(relay.baseURL, userId: "eve", deviceId: "phone")
+        let client = try WebSocketTestClient(
+            port: relay.port, path: "/v1/ws?access_token=\(token)", receiveBufferBytes: 16_384)
+        #expect(try client.nextJSON()["type"] as? String == "welcome")
+        #expect(try client.nextJSON()["type"] as? String == "synced")
+        let big = String(repeating: "y", count: 60_000)
+        let count = 150
+        for n in 1...count {
+            let posted = try await relay.request(
+                "POST", "/v1/messages", json: ["id": "e\(n)", "recipients": ["eve"], "payload": ["y": big, "n": n]])
+            #expect(posted.status == 202)
+        }
+        let turns = relay.app.socketLoopTurns
+        for n in 1...count {
+            let frame = try client.nextJSON()
+            #expect(frame["seq"] as? Int == n)
+            #expect((frame["payload"] as? [String: Any])?["y"] as? String == big)
+        }
+        #expect(relay.app.socketLoopTurns > turns)
+        client.close()
+    }
+
     /// An offline device's message leaves one job in the outbox; the user's ack cancels it.
     @Test func anOfflineDevicesPushWaitsUntilTheAck() async throws {
         let relay = try InProcessRelay { config in
