@@ -1,5 +1,5 @@
 import Glibc
-import Synchronization
+import RelayLocks
 
 /// What waits to go out on one upgraded socket, shared by the loop and the threads that send.
 ///
@@ -41,7 +41,7 @@ final class Outbound: Sendable {
         var queued: Int { bytes.count - offset }
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Bytes the socket has not taken yet.
     var queuedBytes: Int { state.withLock { $0.queued } }
