@@ -54,13 +54,11 @@ package final class LiveGateway: WebSocketLoopDelegate {
 
     /// A message was committed: live frames for every recipient with an open socket.
     package func publish(_ message: IncomingMessage, recipients: [RecipientSeq], createdAt: Timestamp) {
-        for recipient in recipients {
-            hub.publish(userId: recipient.userId, seq: recipient.seq) {
-                LiveSession.frame(
-                    for: InboxMessage(
-                        seq: recipient.seq, id: message.id, conversationId: message.conversationId,
-                        senderId: message.senderId, payload: message.payload, createdAt: createdAt))
-            }
+        hub.publish(recipients) { recipient in
+            LiveSession.frame(
+                for: InboxMessage(
+                    seq: recipient.seq, id: message.id, conversationId: message.conversationId,
+                    senderId: message.senderId, payload: message.payload, createdAt: createdAt))
         }
     }
 

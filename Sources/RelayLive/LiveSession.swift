@@ -163,8 +163,9 @@ package final class LiveSession: Sendable {
             delivery.caughtUp(userId: userId, deviceId: deviceId, through: lastSent, now: now.milliseconds), now: now)
     }
 
-    /// A message committed for this user (called in commit order, on the committing thread).
-    func deliver(seq: Int64, frame: [UInt8]) {
+    /// A message committed for this user (called in commit order, on the committing thread;
+    /// `writer` says who writes the frame to the socket).
+    func deliver(seq: Int64, frame: [UInt8], by writer: WebSocketHandle.Writer) {
         let gap = cursor.withLock { cursor -> Bool in
             guard !cursor.closed else { return false }
             if cursor.syncing {
@@ -173,7 +174,7 @@ package final class LiveSession: Sendable {
             }
             guard seq > cursor.lastSent else { return false }
             guard seq == cursor.lastSent + 1 else { return true }
-            handle.send(frames: frame)
+            handle.send(frames: frame, by: writer)
             cursor.lastSent = seq
             return false
         }

@@ -10,9 +10,11 @@ import RelayLocks
 /// descriptor is written and closed only under the lock, so no sender writes to a closed one.
 final class Outbound: Sendable {
     /// What became of a sender's frames.
-    enum Sent: Equatable {
+    enum Sent {
         /// Written, or queued behind what the socket has not taken yet.
         case accepted
+        /// Queued for the loop to write (`WebSocketHandle.Writer.loop`), which must be told.
+        case handedOver
         /// The connection is closing or closed: dropped.
         case dropped
         /// They would take the queue past its bound: dropped; the loop closes the socket (1008).
@@ -46,10 +48,11 @@ final class Outbound: Sendable {
     /// Bytes the socket has not taken yet.
     var queuedBytes: Int { state.withLock { $0.queued } }
 
-    /// From any thread: writes `frames` after whatever is queued. A queue already holding bytes
-    /// takes no more than `bound` in all (one batch always fits an empty one). `onFlushed` runs
-    /// once they reached the socket, on the thread that wrote the last of them.
-    func send(_ frames: [UInt8], bound: Int, onFlushed: (@Sendable () -> Void)? = nil) -> Sent {
+    /// From any thread: writes `frames` after whatever is queued, or with `write` false leaves
+    /// them to the loop. A queue already holding bytes takes no more than `bound` in all (one
+    /// batch always fits an empty one). `onFlushed` runs once they reached the socket, on the
+    /// thread that wrote the last of them.
+    func send(_ frames: [UInt8], bound: Int, write: Bool, onFlushed: (@Sendable () -> Void)? = nil) -> Sent {
         var callbacks: [@Sendable () -> Void] = []
         let sent = state.withLock { state -> Sent in
             guard state.accepting else { return .dropped }
@@ -66,6 +69,7 @@ final class Outbound: Sendable {
             }
             state.bytes = frames
             if let onFlushed { state.onFlushed.append(onFlushed) }
+            guard write else { return .handedOver }
             switch Self.write(&state, callbacks: &callbacks) {
             case .drained, .pending: return .accepted
             case .failed: return .failed

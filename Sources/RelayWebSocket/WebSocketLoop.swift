@@ -31,14 +31,25 @@ package struct WebSocketHandle: Sendable, Hashable {
         send(frames: WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded())
     }
 
+    /// Which thread writes a sender's frames to the socket.
+    package enum Writer: Sendable {
+        /// The sender's own, if the socket takes them now.
+        case caller
+        /// The loop's: for a sender that must not spend a system call per socket (the store's
+        /// writer fanning a message out to many).
+        case loop
+    }
+
     /// Sends bytes that are already whole server frames (several messages in one write).
-    package func send(frames: [UInt8]) { loop.send(id, outbound, frames, onFlushed: nil) }
+    package func send(frames: [UInt8], by writer: Writer = .caller) {
+        loop.send(id, outbound, frames, by: writer, onFlushed: nil)
+    }
 
     /// Sends frames and calls `onFlushed` once they, and everything sent before them, reached
     /// the socket (on whichever thread wrote the last of them): flow control for senders of large
     /// batches (catch-up). Not called if the connection closes first.
     package func send(frames: [UInt8], onFlushed: @escaping @Sendable () -> Void) {
-        loop.send(id, outbound, frames, onFlushed: onFlushed)
+        loop.send(id, outbound, frames, by: .caller, onFlushed: onFlushed)
     }
 
     /// Starts the close handshake with `code` (from any thread); frames sent after it are dropped.
@@ -85,6 +96,8 @@ package final class WebSocketLoop: @unchecked Sendable {
         case close(UInt16, String)
         /// A sender's write failed: the connection ends.
         case failed
+        /// Frames were left to the loop to write.
+        case flush
     }
 
     /// Loop-thread state of one connection.
@@ -181,9 +194,15 @@ package final class WebSocketLoop: @unchecked Sendable {
     /// A sender's frames, written on its thread; the loop hears only of what it must act on. A
     /// slow consumer: what is queued still goes out, then 1008 (it resumes from its last seq
     /// when it reconnects).
-    func send(_ id: UInt64, _ outbound: Outbound, _ frames: [UInt8], onFlushed: (@Sendable () -> Void)?) {
-        switch outbound.send(frames, bound: configuration.maxQueuedBytes, onFlushed: onFlushed) {
+    func send(
+        _ id: UInt64, _ outbound: Outbound, _ frames: [UInt8], by writer: WebSocketHandle.Writer,
+        onFlushed: (@Sendable () -> Void)?
+    ) {
+        switch outbound.send(
+            frames, bound: configuration.maxQueuedBytes, write: writer == .caller, onFlushed: onFlushed)
+        {
         case .accepted, .dropped: break
+        case .handedOver: enqueue(id, .flush)
         case .overflow: enqueue(id, .close(CloseCode.policyViolation, "slow consumer"))
         case .failed: enqueue(id, .failed)
         }
@@ -246,6 +265,8 @@ package final class WebSocketLoop: @unchecked Sendable {
                 register(id, socket, outbound)
             case .failed:
                 if let connection = connections[id] { finish(id, connection, code: CloseCode.abnormal) }
+            case .flush:
+                if let connection = connections[id] { flush(id, connection) }
             case .close(let code, let reason):
                 if id == 0 {
                     for (connectionId, connection) in connections {

@@ -76,6 +76,36 @@ import Testing
         client.close()
     }
 
+    /// A message to more sockets than its committing thread writes itself (`directFanOut`)
+    /// leaves its frames to the socket loop, which is told to write them: every member of a room
+    /// of twelve gets each message, in order. (Pings far apart: a ping's write would carry the
+    /// frames out too, 25 s later, within the client's wait.)
+    @Test func aLargeRoomsFramesAreWrittenByTheLoop() async throws {
+        let relay = try InProcessRelay { config in
+            config.pingIntervalMs = 600_000
+            config.wsDeadAfterMs = 1_200_000
+        }
+        let members = (0..<12).map { "room\($0)" }
+        var clients: [WebSocketTestClient] = []
+        for member in members {
+            let client = try await relay.connect(user: member)
+            #expect(try client.nextJSON()["type"] as? String == "welcome")
+            #expect(try client.nextJSON()["type"] as? String == "synced")
+            clients.append(client)
+        }
+        let turns = relay.app.socketLoopTurns
+        for n in 1...5 {
+            let posted = try await relay.request(
+                "POST", "/v1/messages", json: ["id": "r\(n)", "recipients": members, "payload": ["n": n]])
+            #expect(posted.status == 202)
+        }
+        for client in clients {
+            for n in 1...5 { #expect(try client.nextJSON()["seq"] as? Int == n) }
+            client.close()
+        }
+        #expect(relay.app.socketLoopTurns > turns)
+    }
+
     /// What a socket does not take at once waits for the loop, which writes it when the socket
     /// drains: a client with a 16 KiB receive buffer that reads only after 150 live messages of
     /// 60 KB (9 MB, more than the kernel's buffers hold) were sent gets every one, whole and in
