@@ -17,8 +17,9 @@ import WebSocketCodec
 /// lock, together with the cursor's move, so frames leave in seq order whichever thread sends
 /// them. A live message that is simply the next one is written to the socket at once by the
 /// thread that saw its commit become durable (the writer's, or the HTTP thread that led the
-/// commit), with no hop to another thread; store reads (catch-up, gaps) run on the session's
-/// serial queue.
+/// commit), with no hop to another thread — or, for a message to many sockets, handed to the
+/// socket loop (`LiveHub.directFanOut`); store reads (catch-up, gaps) run on the session's serial
+/// queue.
 package final class LiveSession: Sendable {
     let handle: WebSocketHandle
     let userId: String

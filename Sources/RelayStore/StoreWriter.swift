@@ -130,7 +130,7 @@ package final class StoreWriter: @unchecked Sendable {
     /// write then costs no thread hand-off at all (the writer's wake-up, the completion queue's,
     /// and for a request its connection's suspend and resume). Under load the writer is busy and
     /// the write joins the next group as usual. Only for callers that hold no lock a completion
-    /// might need (the HTTP handlers: a completion runs live delivery); a write submitted by a
+    /// might need (the HTTP handlers: `durable` runs live delivery there); a write submitted by a
     /// completion (the Matrix gateway stores an event's messages one after the other) is queued.
     ///
     /// `rows` is the number of inbox rows the write makes (`maxRows`); a `bulk` write goes into

@@ -6,8 +6,10 @@ import RelayLocks
 /// A sender writes its frames to the socket itself when the socket takes them: a live message
 /// leaves from the thread that saw its commit become durable, with no hand-off to the loop and
 /// no wake-up of it. What the socket does not take waits here, in order, for the loop: the
-/// `EAGAIN` that left it here guarantees the edge epoll reports when the socket drains. The
-/// descriptor is written and closed only under the lock, so no sender writes to a closed one.
+/// `EAGAIN` that left it here guarantees the edge epoll reports when the socket drains (bytes
+/// that wait for another reason — a socket not registered yet, frames left to the loop — are
+/// written by the loop's registration or its `flush` command). The descriptor is written and
+/// closed only under the lock, so no sender writes to a closed one.
 final class Outbound: Sendable {
     /// What became of a sender's frames.
     enum Sent {
@@ -40,6 +42,9 @@ final class Outbound: Sendable {
         var onFlushed: [@Sendable () -> Void] = []
         /// False once a close began: senders' frames are dropped.
         var accepting = true
+        /// The socket refused bytes (`EAGAIN`) and has not drained since: only then does what
+        /// waits count against the bound (frames left to the loop wait without a stall).
+        var stalled = false
         var queued: Int { bytes.count - offset }
     }
 
@@ -56,7 +61,7 @@ final class Outbound: Sendable {
         var callbacks: [@Sendable () -> Void] = []
         let sent = state.withLock { state -> Sent in
             guard state.accepting else { return .dropped }
-            if state.queued > 0, state.queued + frames.count > bound {
+            if state.stalled, state.queued + frames.count > bound {
                 state.accepting = false
                 return .overflow
             }
@@ -127,7 +132,10 @@ final class Outbound: Sendable {
                 state.offset += sent
                 continue
             }
-            if sent < 0, errno == EAGAIN || errno == EWOULDBLOCK { return .pending }
+            if sent < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                state.stalled = true
+                return .pending
+            }
             if sent < 0, errno == EINTR { continue }
             state.accepting = false
             return .failed
@@ -135,6 +143,7 @@ final class Outbound: Sendable {
         // Give the buffer back: an idle socket should cost as little memory as possible.
         state.bytes = []
         state.offset = 0
+        state.stalled = false
         callbacks = state.onFlushed
         state.onFlushed = []
         return .drained

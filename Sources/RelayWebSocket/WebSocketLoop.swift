@@ -17,7 +17,8 @@ package protocol WebSocketLoopDelegate: AnyObject, Sendable {
 /// A connection as other threads see it: an id and thread-safe commands.
 ///
 /// Frames are written by the sending thread itself when the socket takes them (`Outbound`), in
-/// the order of the calls; only what it does not take, and closes, go through the loop.
+/// the order of the calls; what it does not take, what a sender leaves to the loop
+/// (`Writer.loop`), and closes go through the loop.
 package struct WebSocketHandle: Sendable, Hashable {
     package let id: UInt64
     let loop: WebSocketLoop
@@ -343,6 +344,7 @@ package final class WebSocketLoop: @unchecked Sendable {
         let closing = connection.closing
         connection.closing = []
         ending.remove(id)
+        connection.outbound.stopAccepting()  // (before the close frame: no sender's frame after it)
         carryOut(id, connection, closing[...], now: Self.nowMs())
     }
 

@@ -113,7 +113,7 @@ extension SQLStore {
     }
 
     /// Completions run in commit order whether a write was committed by the writer thread (in
-    /// a group) or by its caller leading it alone: live delivery relies on it. Eight threads
+    /// a group) or by its caller leading it alone (the 202s go out in that order). Eight threads
     /// accept for one user; the completions must see its seqs 1, 2, 3, … in that order.
     @Test func completionsKeepCommitOrderWithLeadingCallers() throws {
         let store = try open()
