@@ -1,7 +1,7 @@
 import RelayCore
+import RelayLocks
 import RelayREST
 import RelayServer
-import Synchronization
 import Testing
 
 /// The Matrix gateway's credential: how the secret is compared, and the budget of wrong ones.
@@ -10,7 +10,7 @@ import Testing
     /// always runs over two 32-byte digests (a length check first would answer a short guess
     /// sooner than a long one).
     @Test func theSecretIsComparedAsDigests() {
-        let seen = Mutex<[[UInt8]]>([])
+        let seen = LockedValue<[[UInt8]]>([])
         let spy: ([UInt8]) -> [UInt8] = { bytes in
             seen.withLock { $0.append(bytes) }
             return Array(repeating: UInt8(truncatingIfNeeded: bytes.count), count: 32)
@@ -31,7 +31,7 @@ import Testing
     /// `Retry-After`, one more allowed per second; another address is unaffected, and the right
     /// secret from the flooding address still passes. On an injected clock.
     @Test func wrongSecretsAreBudgetedPerAddress() {
-        let clock = Mutex<Int64>(5_000_000)
+        let clock = LockedValue<Int64>(5_000_000)
         let auth = Authenticator(
             serverKeys: ["server-key-0123456789"], tokens: ClientTokenCodec(hmac: { $0 }),
             now: { Timestamp(milliseconds: clock.withLock { $0 }) })

@@ -1,7 +1,7 @@
 import Foundation
 import RelayClient
+import RelayLocks
 import RelayTesting
-import Synchronization
 import Testing
 
 /// The client SDK against the real relay.
@@ -191,7 +191,7 @@ import Testing
 
     @Test func expiredTokenIsRefreshedThroughTheProvider() async throws {
         let relay = try RelayProcess()
-        let calls = Mutex<[Bool]>([])
+        let calls = LockedValue<[Bool]>([])
         let expired = AuthAndInputEndToEndTests.hs256(
             ["sub": "dan", "did": "phone", "exp": Int(Date().timeIntervalSince1970) - 600],
             secret: "test-client-token-secret-0123456789abcdef")
@@ -269,7 +269,7 @@ import Testing
 /// The reconnect schedule, on a fake clock with the relay unreachable.
 @Suite struct ReconnectScheduleTests {
     final class FakeClock: RelayClientClock, @unchecked Sendable {
-        let sleeps = Mutex<[Double]>([])
+        let sleeps = LockedValue<[Double]>([])
         func now() -> Double { 0 }
         func sleep(seconds: Double) async throws {
             sleeps.withLock { $0.append(seconds) }
@@ -285,7 +285,7 @@ import Testing
 
     @Test func attemptsFollowBackoffWithinJitterBounds() async throws {
         let clock = FakeClock()
-        let randoms = Mutex([0.0, 1.0, 0.5, 0.25, 1.0, 0.75, 1.0, 1.0, 0.1, 1.0])
+        let randoms = LockedValue([0.0, 1.0, 0.5, 0.25, 1.0, 0.75, 1.0, 1.0, 0.1, 1.0])
         var configuration = RelayClient.Configuration(
             relayURL: URL(fileURLWithPath: "/"), userId: "u", tokenProvider: { _ in "token" })
         configuration.transport = Unreachable()
