@@ -165,6 +165,11 @@ import Testing
         #expect(Timestamp(milliseconds: 0).rfc3339 == "1970-01-01T00:00:00.000Z")
         #expect(Timestamp(milliseconds: 1_795_976_799_678).rfc3339 == "2026-11-29T18:26:39.678Z")
         #expect(Timestamp(milliseconds: 951_782_400_001).rfc3339 == "2000-02-29T00:00:00.001Z")
+        // Four-digit years take a fast path; the years beside them, the general one.
+        #expect(Timestamp(milliseconds: 253_402_300_799_999).rfc3339 == "9999-12-31T23:59:59.999Z")
+        #expect(Timestamp(milliseconds: 253_402_300_800_000).rfc3339 == "10000-01-01T00:00:00.000Z")
+        #expect(Timestamp(milliseconds: -62_167_219_200_000).rfc3339 == "0000-01-01T00:00:00.000Z")
+        #expect(Timestamp(milliseconds: -62_167_219_200_001).rfc3339 == "-0001-12-31T23:59:59.999Z")
     }
 }
 
