@@ -139,6 +139,22 @@ package final class MessageLog {
         }
     }
 
+    /// The payloads of the whole records of the log at `path` as it stands (a torn tail left out),
+    /// read without opening it for writing: a copy of the log another process writes (`pushrelay
+    /// backup`). None when there is no log.
+    package static func records(at path: String) throws(Failure) -> [[UInt8]] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            if errno == ENOENT { return [] }
+            throw .open(path: path, errno: errno)
+        }
+        defer { close(fd) }
+        let bytes = try readAll(fd)
+        let scan = LogFraming.scan(bytes)
+        if case .damaged(let offset) = scan.tail { throw .damaged(path: path, offset: offset) }
+        return scan.payloads.map { Array(bytes[$0]) }
+    }
+
     private static func readAll(_ fd: Int32) throws(Failure) -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 20)

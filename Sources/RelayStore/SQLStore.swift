@@ -97,7 +97,7 @@ package final class SQLStore: RelayStore {
             try connection.execute("PRAGMA journal_size_limit = \(checkpoints.limit * 4096)")
             // Savepoint sub-journals in memory, not in temp files (3 pwrites per request otherwise).
             try connection.execute("PRAGMA temp_store = MEMORY")
-            // A transaction spans many groups (`StatementJournal.maxUncommittedRows`): room for
+            // A transaction spans many groups (`UncommittedBound.rows`): room for
             // its pages (~3,000 for 8,192 messages to 1,000 users), so that they are written at
             // its commit, not spilled before.
             try connection.execute("PRAGMA cache_size = -16384")

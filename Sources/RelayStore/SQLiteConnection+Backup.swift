@@ -1,5 +1,6 @@
 internal import CSQLite
 import Glibc
+import RelayLog
 
 extension SQLiteConnection {
     /// Copies this database into a new file at `path` with SQLite's online backup: a consistent
@@ -30,10 +31,30 @@ extension SQLiteConnection {
 }
 
 extension SQLStore {
-    /// Backs the database at `path` up into `destination` (see `SQLiteConnection.backup`).
+    /// Backs the database at `path` up into `destination` (see `SQLiteConnection.backup`), with
+    /// every write the relay acknowledged before: those its database has not taken yet are in its
+    /// message log, read first and run on the copy as a start after a crash would run them
+    /// (`StatementJournal`). The relay empties its log only once its database holds all of it,
+    /// so whatever the log's copy lacks, the database's copy, made after, has.
     package static func backup(path: String, to destination: String) throws(StoreError) {
-        do {
+        let copiedLog = destination + "-log"
+        do throws(DatabaseError) {
+            let records: [[UInt8]]
+            do throws(MessageLog.Failure) { records = try MessageLog.records(at: path + "-log") } catch {
+                throw .journal(.log(error))
+            }
+            var info = stat()
+            guard lstat(copiedLog, &info) != 0 else {
+                let message = "\(copiedLog) exists; choose a new file"
+                throw .sqlite(SQLiteError(code: SQLITE_CANTOPEN, message: message, sql: nil))
+            }
             try SQLiteConnection(path: path, readOnly: true).backup(to: destination)
+            guard !records.isEmpty else { return }
+            defer { unlink(copiedLog) }
+            do throws(MessageLog.Failure) { try MessageLog(path: copiedLog).append(records) } catch {
+                throw .journal(.log(error))
+            }
+            _ = try StatementJournal(path: copiedLog, connection: SQLiteConnection(path: destination), logLimit: 0)
         } catch {
             throw .unavailable(error)
         }

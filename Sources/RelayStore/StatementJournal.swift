@@ -32,10 +32,6 @@ package enum JournalError: Error, Sendable, CustomStringConvertible {
 ///
 /// Not thread-safe: the store's writer owns it, like its connection.
 final class StatementJournal {
-    /// A commit happens at the latest after this many inbox rows, or these many bytes of
-    /// records: what the open transaction (its dirty pages) may hold in memory.
-    static let maxUncommittedRows = 8192
-    static let maxUncommittedBytes = 8 << 20
     /// Past this the log is emptied at the next durable point (the database made durable first):
     /// what bounds the start after a crash (`SQLStore.messageLogLimit`).
     let logLimit: Int
@@ -56,6 +52,8 @@ final class StatementJournal {
     /// memory: held until the commit, thousands of them churned the heap (3 % of the relay's CPU
     /// in `malloc`).
     private var pendingStart: Int?
+    /// When the first of them was written (monotonic milliseconds).
+    private(set) var pendingSince: Int64 = 0
     private var pendingRows = 0
     private var pendingBytes = 0
     /// Groups acknowledged from the log alone are in the open transaction.
@@ -128,13 +126,16 @@ final class StatementJournal {
     }
 
     /// Writes one group's record (not synced); returns where it starts, for `cut`.
-    func write(_ statements: [RecordedStatement], rows: Int) throws(JournalError) -> Int {
+    func write(_ statements: [RecordedStatement], rows: Int, at time: Int64) throws(JournalError) -> Int {
         numbersBeforeLastWrite = numbers
         let bytes = JournalRecord.encode(logId: logId, lsn: lsn + 1, statements, numbers: &numbers)
         do throws(MessageLog.Failure) {
             let start = try log.write(bytes)
             lsn += 1
-            if pendingStart == nil { pendingStart = start }
+            if pendingStart == nil {
+                pendingStart = start
+                pendingSince = time
+            }
             pendingRows += rows
             pendingBytes += bytes.count
             return start
@@ -163,9 +164,11 @@ final class StatementJournal {
     }
 
     /// Whether the open transaction commits at the end of this group: when `now` (the writer's
-    /// reasons), when it holds enough, or when it holds nothing (it is ended at no cost).
-    func shouldCommit(now: Bool) -> Bool {
-        now || !hasPending || pendingRows >= Self.maxUncommittedRows || pendingBytes >= Self.maxUncommittedBytes
+    /// reasons), at its bound (`UncommittedBound`, at `time`), or when it holds nothing (it is
+    /// ended at no cost).
+    func shouldCommit(now: Bool, at time: Int64) -> Bool {
+        now || !hasPending
+            || UncommittedBound.reached(rows: pendingRows, bytes: pendingBytes, age: time - pendingSince)
     }
 
     /// Commits the open transaction (one sync for many groups; the log held them till now). On

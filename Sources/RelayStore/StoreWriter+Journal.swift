@@ -65,7 +65,7 @@ extension StoreWriter {
             journal.markUnlogged()
         } else if !statements.isEmpty {
             do throws(JournalError) {
-                start = try journal.write(statements, rows: rows)
+                start = try journal.write(statements, rows: rows, at: DemandTimer.now())
             } catch {
                 // The group is in the transaction with the acknowledged groups before it, and no
                 // savepoint around it (one spanning a group made SQLite's sub-journal walk grow
@@ -85,7 +85,7 @@ extension StoreWriter {
                 return wanted
             }
         var committed = false
-        if journal.inTransaction, journal.shouldCommit(now: now) {
+        if journal.inTransaction, journal.shouldCommit(now: now, at: DemandTimer.now()) {
             do throws(DatabaseError) {
                 try journal.commit()
                 committed = true
@@ -121,12 +121,14 @@ extension StoreWriter {
     private func publish(_ journal: StatementJournal, committed: Bool) {
         let acknowledgedUncommitted = journal.inTransaction && journal.hasPending
         let restoring = journal.needsRestore
+        let uncommitted = (first: journal.pendingSince, last: DemandTimer.now())
         state.withLock { state in
             if committed {
                 state.commits &+= 1
                 state.commitWanted = false
             }
             state.acknowledgedUncommitted = acknowledgedUncommitted
+            if acknowledgedUncommitted { state.uncommitted = uncommitted }
             state.restoring = restoring
         }
         if committed || restoring { state.broadcast() }

@@ -71,6 +71,8 @@ package final class StoreWriter: @unchecked Sendable {
         /// Journaled: a write was acknowledged that the database has not committed yet (a read
         /// starting now would miss it), and how many commits there were (`awaitCommitted`).
         var acknowledgedUncommitted = false
+        /// When the first and the last of those were written (`UncommittedBound.wait`).
+        var uncommitted = (first: Int64(0), last: Int64(0))
         var commits: UInt64 = 0
         /// A reader waits for the open transaction to commit.
         var commitWanted = false
@@ -276,9 +278,6 @@ package final class StoreWriter: @unchecked Sendable {
         case wait
     }
 
-    /// How long an idle writer leaves acknowledged writes uncommitted (`StatementJournal`):
-    /// under load the next group comes sooner, and the transaction keeps growing.
-    static let idleCommitMilliseconds: Int64 = 5
     /// How often a failed commit is tried again while nothing else happens.
     static let restoreRetryMilliseconds: Int64 = 1000
 
@@ -306,6 +305,11 @@ package final class StoreWriter: @unchecked Sendable {
         }
     }
 
+    /// How long acknowledged writes may stay uncommitted from now (`UncommittedBound`).
+    private static func uncommittedWait(_ state: State) -> Int64 {
+        UncommittedBound.wait(first: state.uncommitted.first, last: state.uncommitted.last, now: DemandTimer.now())
+    }
+
     /// Waits for writes (or the stop); with acknowledged writes uncommitted, only so long.
     private func nextStep() -> Step {
         let take = { (state: inout State) -> Step in
@@ -326,12 +330,14 @@ package final class StoreWriter: @unchecked Sendable {
                 return .stop
             }
             guard state.acknowledgedUncommitted || state.restoring else { return .wait }
+            // A group came while this waited (a leader's): its bound moved on.
+            if !state.restoring, !state.commitWanted, Self.uncommittedWait(state) > 0 { return .wait }
             state.committing = true
             return .commit
         }
         let pending = state.withLock { state -> Int64? in
             state.restoring
-                ? Self.restoreRetryMilliseconds : state.acknowledgedUncommitted ? Self.idleCommitMilliseconds : nil
+                ? Self.restoreRetryMilliseconds : state.acknowledgedUncommitted ? Self.uncommittedWait(state) : nil
         }
         guard let pending else {
             // (Woken too when a leader leaves writes uncommitted: the next turn times the commit.)

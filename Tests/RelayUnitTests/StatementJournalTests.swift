@@ -226,3 +226,81 @@ extension StatementJournalTests {
         #expect(largest > 0 && largest < 3 * schedule.limit * 4120, "the log reached \(largest) bytes")
     }
 }
+
+extension StatementJournalTests {
+    /// Messages committed alone wrote a few B-tree pages twice each (44 KB per message at 20 a
+    /// second): a slow stream stays in the open transaction until a read asks for it or the
+    /// writer has been idle for a while (`StoreWriter.idleCommitMilliseconds`), and a read
+    /// sees it all the same.
+    @Test func aSlowStreamIsCommittedWhenReadOrIdle() async throws {
+        let store = try SQLStore(database: path)
+        defer { store.close() }
+        func accept(_ id: String) async throws {
+            let body = #"{"id":"\#(id)","recipients":["slow"],"payload":{}}"#
+            let new = NewMessage(
+                message: try IncomingMessage(
+                    json: try JSONParser.parse(Array(body.utf8)), maxPayloadBytes: 1024, defaultTTLSeconds: 60),
+                fingerprint: [1], now: Timestamp(milliseconds: 1_000))
+            _ = try await withCheckedThrowingContinuation { continuation in
+                store.accept(new) { continuation.resume(with: $0) }
+            }
+        }
+        /// Straight from the file, past the store: what the database has committed.
+        func committed(_ prefix: String) throws -> Int {
+            var count = 0
+            try SQLiteConnection(path: path, readOnly: true).scan(
+                "SELECT count(*) FROM messages WHERE id LIKE ?", [.text(prefix + "%")]
+            ) {
+                count = Int($0.int64(0))
+                return false
+            }
+            return count
+        }
+        // Ten messages 150 ms apart (longer together than the idle second), and a look at the
+        // file 100 ms after the last: none of them is committed. A machine too busy to keep every step under 900 ms (the writer may then
+        // have been idle its second) cannot tell: that round is run again with new messages.
+        var prefix = ""
+        var looked = false
+        for round in 0..<10 where !looked {
+            prefix = "a\(round)-"
+            try await accept(prefix + "0")
+            var acknowledged = ContinuousClock.now
+            var longestGap = Duration.zero
+            for n in 1..<10 {
+                try await Task.sleep(for: .milliseconds(150))
+                try await accept(prefix + "\(n)")
+                longestGap = max(longestGap, ContinuousClock.now - acknowledged)
+                acknowledged = ContinuousClock.now
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            let count = try committed(prefix)
+            guard max(longestGap, ContinuousClock.now - acknowledged) < .milliseconds(900) else { continue }
+            #expect(count == 0, "a slow stream was committed message by message")
+            looked = true
+        }
+        #expect(looked, "no round kept its steps under 900 ms")
+        // A read sees every one, by asking for the commit.
+        let page = try store.catchUp(userId: "slow", after: 0, epoch: nil, limit: 1000, maxBytes: 1 << 20)
+        #expect(page.messages.filter { $0.id.hasPrefix(prefix) }.count == 10)
+        #expect(try committed(prefix) == 10)
+        // Left alone, the writer commits once idle.
+        try await accept("b0")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try committed("b") == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(try committed("b") == 1)
+    }
+
+    @Test func theOpenTransactionCommitsAtItsBounds() {
+        #expect(!UncommittedBound.reached(rows: 8191, bytes: (8 << 20) - 1, age: 9_999))
+        #expect(UncommittedBound.reached(rows: 8192, bytes: 0, age: 0))
+        #expect(UncommittedBound.reached(rows: 1, bytes: 8 << 20, age: 0))
+        #expect(UncommittedBound.reached(rows: 1, bytes: 100, age: 10_000))
+        // An idle writer: a second after the last group, ten after the first at the latest.
+        #expect(UncommittedBound.wait(first: 0, last: 0, now: 0) == 1000)
+        #expect(UncommittedBound.wait(first: 0, last: 500, now: 900) == 600)
+        #expect(UncommittedBound.wait(first: 0, last: 9_500, now: 9_600) == 400)
+        #expect(UncommittedBound.wait(first: 0, last: 9_500, now: 12_000) == 0)
+    }
+}
